@@ -1,0 +1,1 @@
+"""Engine of the sparse vLLM fork: pinned upstream + overlay + declarative edits -> wheel, tree, patches."""

@@ -1,0 +1,7 @@
+"""Entry point of `python -m forktool`."""
+
+import sys
+
+from forktool.cli import main
+
+sys.exit(main())

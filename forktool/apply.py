@@ -1,0 +1,72 @@
+"""Apply a set of edits to upstream sources held in memory, reporting each edit's fate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import groupby
+
+import libcst as cst
+
+from forktool.errors import ForkError
+from forktool.ops import OPERATIONS
+from forktool.specs import Edit
+
+
+@dataclass(frozen=True)
+class EditResult:
+    """clean (applied here), absorbed (upstream already has it) or broken, with a one-line reason."""
+
+    edit: Edit
+    status: str
+    detail: str = ""
+
+    def line(self) -> str:
+        """The report line for this edit."""
+        tail = f" — {self.detail}" if self.detail else ""
+        return f"{self.status:8} {self.edit.label}{tail}"
+
+
+def _apply_one(module: cst.Module, edit: Edit) -> tuple[cst.Module, EditResult]:
+    try:
+        outcome = OPERATIONS[edit.op].apply(module, edit.params)
+    except ValueError as exc:
+        raise ForkError(f"{edit.label}: {exc}") from exc
+    status = outcome.status(edit.expect)
+    if status == "broken":
+        detail = outcome.note or (
+            f"matched {outcome.matches} place(s), expected {edit.expect}"
+            + (f", {outcome.present} already in the target state" if outcome.present else "")
+            + "; the anchor drifted upstream: update the spec"
+        )
+        return module, EditResult(edit, status, detail)
+    if status == "absorbed":
+        return module, EditResult(edit, status, "already upstream; see remove_when")
+    return outcome.module, EditResult(edit, status)
+
+
+def apply_edits(sources: dict[str, str], edits: list[Edit]) -> tuple[dict[str, str], list[EditResult]]:
+    """Edited text of every touched file that changed, and one result per edit (in spec order)."""
+    changed: dict[str, str] = {}
+    results: list[EditResult] = []
+    for target, group in groupby(edits, key=lambda e: e.target):
+        group = list(group)
+        if target not in sources:
+            results += [EditResult(e, "broken", f"upstream has no file {target}") for e in group]
+            continue
+        try:
+            module = cst.parse_module(sources[target])
+        except cst.ParserSyntaxError as exc:
+            raise ForkError(f"{group[0].spec_file}: upstream {target} does not parse ({exc.message})") from exc
+        for edit in group:
+            module, result = _apply_one(module, edit)
+            results.append(result)
+        if module.code != sources[target]:
+            changed[target] = module.code
+    return changed, results
+
+
+def require_no_broken(results: list[EditResult]) -> None:
+    """Stop the build at broken edits: one line per culprit."""
+    broken = [r.line() for r in results if r.status == "broken"]
+    if broken:
+        raise ForkError("\n".join(broken))

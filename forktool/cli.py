@@ -1,0 +1,75 @@
+"""Command line: python -m forktool {build,tree,export-pr,check}."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from forktool.errors import ForkError
+from forktool.fetch import fetch
+from forktool.project import Project
+
+
+def _build(args, project: Project) -> int:
+    from forktool.wheelbuild import build_wheel
+
+    wheel, digest = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
+    out = build_wheel(project, wheel, digest, Path(args.out), args.label or project.label)
+    print(out)
+    return 0
+
+
+def _tree(args, project: Project) -> int:
+    from forktool.tree import build_tree
+
+    sdist, digest = fetch(project.pin.name, project.pin.version, "sdist", project.pin.hashes)
+    print(build_tree(project, sdist, digest, Path(args.out), args.label or project.label))
+    return 0
+
+
+def _export(args, project: Project) -> int:
+    from forktool.export import export_series
+
+    wheel, _ = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
+    for patch in export_series(project, wheel, Path(args.out)):
+        print(patch)
+    return 0
+
+
+def _check(args, project: Project) -> int:
+    from forktool.check import check_base
+
+    return check_base(project, args.base)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="forktool", description=__doc__)
+    top.add_argument("--repo", default=None, help="fork checkout (default: the one holding forktool)")
+    verbs = top.add_subparsers(dest="verb", required=True)
+    build = verbs.add_parser("build", help="patched fork wheel from the pinned upstream wheel")
+    build.add_argument("--out", default="dist")
+    build.add_argument("--label", default=None, help="local version label (default: pyproject.toml)")
+    build.set_defaults(run=_build)
+    tree = verbs.add_parser("tree", help="patched source tree from the pinned sdist, for a CUDA build")
+    tree.add_argument("--out", default="build/tree")
+    tree.add_argument("--label", default=None)
+    tree.set_defaults(run=_tree)
+    export = verbs.add_parser("export-pr", help="one patch per spec file against upstream")
+    export.add_argument("--out", default="build/pr")
+    export.set_defaults(run=_export)
+    check = verbs.add_parser("check", help="try every edit on another release")
+    check.add_argument("--base", required=True, help="a requirement, e.g. vllm==0.29.0")
+    check.set_defaults(run=_check)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    project = Project(Path(args.repo).resolve()) if args.repo else Project()
+    try:
+        return args.run(args, project)
+    except ForkError as exc:
+        for line in str(exc).splitlines():
+            print(f"forktool {args.verb}: {line}", file=sys.stderr)
+        return 1

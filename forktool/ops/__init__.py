@@ -1,0 +1,28 @@
+"""The typed vocabulary of edits: each operation's fields, its LibCST implementation and its anchor text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import libcst as cst
+
+from forktool.ops import bases, imports, literals
+from forktool.ops.base import Outcome
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation: fields it takes (name -> required?), how it applies, how it names its anchor."""
+
+    fields: dict[str, bool]
+    apply: Callable[[cst.Module, dict], Outcome]
+    describe: Callable[[dict], str]
+
+
+OPERATIONS: dict[str, Operation] = {
+    "add_base": Operation(bases.FIELDS, bases.apply, bases.describe),
+    "ensure_import": Operation(imports.FIELDS, imports.apply, imports.describe),
+    "add_entry": Operation(literals.ENTRY_FIELDS, literals.apply_entry, literals.describe_entry),
+    "add_literal_member": Operation(literals.MEMBER_FIELDS, literals.apply_member, literals.describe_member),
+}

@@ -1,0 +1,68 @@
+"""Where the fork's own inputs live in this repository, and how they combine with an upstream tree."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from forktool import overlay as overlay_mod
+from forktool.apply import EditResult, apply_edits
+from forktool.errors import ForkError
+from forktool.manifest import MANIFEST_PATH
+from forktool.pins import Pin, load_pin
+from forktool.specs import Edit, load_all
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Project:
+    """The fork checkout: edits/, the vllm/ overlay, the pin and the version label."""
+
+    root: Path = REPO_ROOT
+
+    @property
+    def edits_root(self) -> Path:
+        return self.root / "edits"
+
+    @property
+    def overlay_root(self) -> Path:
+        return self.root / "vllm"
+
+    @cached_property
+    def pin(self) -> Pin:
+        return load_pin(self.root / "requirements" / "upstream.txt")
+
+    @cached_property
+    def label(self) -> str:
+        """Local version label of fork builds, from [tool.forktool] in pyproject.toml."""
+        config = tomllib.loads((self.root / "pyproject.toml").read_text(encoding="utf-8"))
+        return config["tool"]["forktool"]["label"]
+
+    def edits(self) -> list[Edit]:
+        return load_all(self.edits_root, self.root) if self.edits_root.is_dir() else []
+
+    def overlay(self) -> dict[str, bytes]:
+        files = overlay_mod.collect(self.overlay_root) if self.overlay_root.is_dir() else {}
+        if MANIFEST_PATH in files:
+            raise ForkError(f"{MANIFEST_PATH}: generated at build time; remove it from the overlay")
+        return files
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """The fork's changes over one upstream tree: edited files, per-edit results and overlay files."""
+
+    changed: dict[str, str]
+    results: list[EditResult]
+    overlay: dict[str, bytes]
+
+
+def assemble(project: Project, read, paths: set[str]) -> Assembly:
+    """Apply every edit to the upstream files `read(path)` among `paths`; nothing is checked for breakage."""
+    edits = project.edits()
+    sources = {e.target: read(e.target) for e in edits if e.target in paths}
+    changed, results = apply_edits(sources, edits)
+    return Assembly(changed, results, project.overlay())
