@@ -8,9 +8,9 @@ from functools import cached_property
 from pathlib import Path
 
 from forktool import overlay as overlay_mod
-from forktool.apply import EditResult, apply_edits
+from forktool.apply import EditResult, apply_edits, require_no_broken
 from forktool.errors import ForkError
-from forktool.manifest import MANIFEST_PATH
+from forktool.manifest import MANIFEST_PATH, manifest, render
 from forktool.pins import Pin, load_pin
 from forktool.specs import Edit, load_all
 
@@ -58,6 +58,17 @@ class Assembly:
     changed: dict[str, str]
     results: list[EditResult]
     overlay: dict[str, bytes]
+
+    def require_buildable(self, upstream_paths: set[str], upstream_name: str) -> None:
+        """Stop on any broken edit or any overlay file that would replace an upstream file."""
+        require_no_broken(self.results)
+        overlay_mod.require_new(self.overlay, upstream_paths, upstream_name)
+
+    def new_files(self, version: str, upstream: dict) -> dict[str, bytes]:
+        """Files the fork adds to the upstream tree: the overlay and the provenance manifest."""
+        files = dict(self.overlay)
+        files[MANIFEST_PATH] = render(manifest(version, upstream, self.results, self.overlay))
+        return files
 
 
 def assemble(project: Project, read, paths: set[str]) -> Assembly:

@@ -1,0 +1,35 @@
+# Two commands a newcomer needs (see README): `make wheel` and `make test`.
+PYTHON ?= python3
+ENGINE_VENV := .venv
+TEST_VENV := .venv-test
+PYTEST_ARGS ?=
+
+.PHONY: wheel engine test-env test clean
+
+# The main job: dist/vllm-<pinned>+<label>-cp38-abi3-manylinux_2_28_x86_64.whl, built by setup.py through forktool.
+wheel:
+	$(PYTHON) -m pip wheel . --no-deps -w dist
+
+# A small environment for the other verbs: python -m forktool {tree,export-pr,check}.
+engine: $(ENGINE_VENV)/.installed
+$(ENGINE_VENV)/.installed: requirements/engine.txt
+	rm -rf $(ENGINE_VENV)
+	$(PYTHON) -m venv $(ENGINE_VENV)
+	$(ENGINE_VENV)/bin/pip install -q -r requirements/engine.txt
+	touch $@
+
+# vLLM 0.33.0's dependencies (pinned lock) + engine + test tools; the fork wheel goes on top.
+test-env: $(TEST_VENV)/.installed
+$(TEST_VENV)/.installed: requirements/test.txt
+	rm -rf $(TEST_VENV)
+	$(PYTHON) -m venv $(TEST_VENV)
+	$(TEST_VENV)/bin/pip install -q -r requirements/test.txt
+	touch $@
+
+test: test-env
+	wheel=$$($(TEST_VENV)/bin/python -m forktool build) && \
+	  $(TEST_VENV)/bin/pip install -q --no-deps --force-reinstall "$$wheel"
+	$(TEST_VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf dist build vllm.egg-info $(ENGINE_VENV) $(TEST_VENV)

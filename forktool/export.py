@@ -1,0 +1,72 @@
+"""`export-pr`: a deterministic patch series against upstream, one patch per spec file."""
+
+from __future__ import annotations
+
+import difflib
+import zipfile
+from itertools import groupby
+from pathlib import Path
+
+from forktool.apply import apply_edits, require_no_broken
+from forktool.atomic import atomic_dir
+from forktool.project import Project
+
+# Overlay files that exist only to describe the fork build; they are never proposed upstream.
+FORK_ONLY_OVERLAY = ("vllm/_fork/",)
+_HEADER = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+_AUTHOR = "From: vLLM EAGLE3 fork <fork@invalid>\nDate: Thu, 1 Jan 1970 00:00:00 +0000\n"
+
+
+def _diff(path: str, old: str | None, new: str) -> str:
+    """A git-style unified diff of one file; old None means a new file."""
+    a = old.splitlines(keepends=True) if old is not None else []
+    lines = difflib.unified_diff(a, new.splitlines(keepends=True),
+                                 "/dev/null" if old is None else f"a/{path}", f"b/{path}")
+    head = f"diff --git a/{path} b/{path}\n" + ("new file mode 100644\n" if old is None else "")
+    return head + "".join(lines)
+
+
+def _patch(number: int, total: int, subject: str, body: str, diffs: list[str]) -> str:
+    return (f"{_HEADER}{_AUTHOR}Subject: [PATCH {number}/{total}] {subject}\n\n{body.rstrip()}\n"
+            f"---\n{''.join(diffs)}-- \nforktool\n")
+
+
+def _edit_message(edits) -> tuple[str, str]:
+    """Subject from the first edit's why; body with every edit's provenance."""
+    first = edits[0]
+    subject = f"[Fork] {first.target}: {first.why.split('. ')[0].rstrip('.')}"
+    body = "\n\n".join(
+        f"{e.id} ({e.op})\nWhy: {e.why}\nUpstream: {e.upstream}\nRemove when: {e.remove_when}"
+        for e in edits)
+    return subject, body
+
+
+def export_series(project: Project, upstream_wheel: Path, out_dir: Path) -> list[Path]:
+    """Write out_dir/NNNN-*.patch (replacing out_dir atomically); absorbed edits produce nothing."""
+    with zipfile.ZipFile(upstream_wheel) as zin:
+        names = set(zin.namelist())
+        edits = project.edits()
+        sources = {e.target: zin.read(e.target).decode("utf-8") for e in edits if e.target in names}
+    changed, results = apply_edits(sources, edits)
+    require_no_broken(results)
+    applied = {id(r.edit) for r in results if r.status == "clean"}
+    patches: list[tuple[str, str, list[str]]] = []
+    for spec_file, group in groupby(edits, key=lambda e: e.spec_file):
+        live = [e for e in group if id(e) in applied]
+        if live:
+            subject, body = _edit_message(live)
+            patches.append((subject, body, [_diff(live[0].target, sources[live[0].target],
+                                                  changed[live[0].target])]))
+    overlay = {p: d for p, d in project.overlay().items() if not p.startswith(FORK_ONLY_OVERLAY)}
+    if overlay:
+        body = "New files of the fork, at their path inside vLLM:\n" + "\n".join(overlay)
+        patches.append(("[Fork] add the fork's new modules", body,
+                        [_diff(path, None, data.decode("utf-8")) for path, data in overlay.items()]))
+    written = []
+    with atomic_dir(out_dir) as tmp:
+        for number, (subject, body, diffs) in enumerate(patches, 1):
+            slug = "-".join("".join(c if c.isalnum() else " " for c in subject.lower()).split())[:60]
+            name = f"{number:04d}-{slug}.patch"
+            (tmp / name).write_text(_patch(number, len(patches), subject, body, diffs))
+            written.append(out_dir / name)
+    return written

@@ -1,0 +1,59 @@
+"""Shared fixtures: the real fork project, the pinned upstream artifacts (through the engine's own fetch)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from forktool.fetch import fetch
+from forktool.project import REPO_ROOT, Project
+
+PROVENANCE = {
+    "why": "fixture",
+    "upstream": "fork-only: test fixture",
+    "remove_when": "never: test fixture",
+}
+
+
+@pytest.fixture(scope="session")
+def project() -> Project:
+    return Project(REPO_ROOT)
+
+
+@pytest.fixture(scope="session")
+def upstream_wheel(project) -> tuple[Path, str]:
+    """The pinned vllm wheel (path, sha256), downloaded once into the engine's cache."""
+    return fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
+
+
+@pytest.fixture(scope="session")
+def upstream_sdist(project) -> tuple[Path, str]:
+    return fetch(project.pin.name, project.pin.version, "sdist", project.pin.hashes)
+
+
+def run_forktool(*args: str, repo: Path | None = None, env: dict | None = None,
+                 cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The real CLI in a subprocess, as a user runs it."""
+    command = [sys.executable, "-m", "forktool"]
+    if repo is not None:
+        command += ["--repo", str(repo)]
+    return subprocess.run(command + list(args), capture_output=True, text=True, env=env,
+                          cwd=cwd or REPO_ROOT)
+
+
+@pytest.fixture
+def repo_copy(tmp_path) -> Path:
+    """A throwaway copy of the fork's own inputs (edits, overlay, pin, pyproject) to break on purpose."""
+    root = tmp_path / "repo"
+    for name in ("edits", "vllm", "requirements", "pyproject.toml"):
+        source = REPO_ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            root.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, root / name)
+    return root

@@ -1,0 +1,146 @@
+"""`build` on the real pinned wheel: reproducible, complete, minimal, and atomic when it fails."""
+
+from __future__ import annotations
+
+import ast
+import base64
+import csv
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import run_forktool
+from forktool import wheelbuild
+from forktool.errors import ForkError
+from forktool.fetch import sha256_of
+from forktool.manifest import MANIFEST_PATH
+
+WHEEL_NAME = "vllm-0.33.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
+EDITED = "vllm/models/kimi_k3/amd/linear.py"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, upstream_wheel) -> Path:
+    """The fork wheel, built through the CLI like a user does."""
+    out = tmp_path_factory.mktemp("dist")
+    done = run_forktool("build", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(out / WHEEL_NAME)
+    return out / WHEEL_NAME
+
+
+def test_build_is_byte_reproducible(built, tmp_path):
+    done = run_forktool("build", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert sha256_of(tmp_path / WHEEL_NAME) == sha256_of(built)
+
+
+def test_record_lists_every_file_with_its_hash(built):
+    with zipfile.ZipFile(built) as wheel:
+        names = wheel.namelist()
+        record_name = "vllm-0.33.0+fork.dist-info/RECORD"
+        rows = list(csv.reader(io.StringIO(wheel.read(record_name).decode())))
+        assert sorted(r[0] for r in rows) == sorted(names)
+        for path, digest, size in rows:
+            if path == record_name:
+                assert (digest, size) == ("", "")
+                continue
+            data = wheel.read(path)
+            expected = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            assert (digest, int(size)) == (f"sha256={expected}", len(data)), path
+
+
+def test_only_edited_version_and_metadata_files_differ_from_upstream(built, upstream_wheel):
+    with zipfile.ZipFile(upstream_wheel[0]) as up, zipfile.ZipFile(built) as fork:
+        upstream = {i.filename: i.CRC for i in up.infolist() if ".dist-info/" not in i.filename}
+        ours = {i.filename: i.CRC for i in fork.infolist() if ".dist-info/" not in i.filename}
+        changed = {name for name in upstream if ours.get(name) != upstream[name]}
+        added = set(ours) - set(upstream)
+        assert changed == {EDITED, "vllm/_version.py"}
+        assert added == {"vllm/_fork/__init__.py", "vllm/_fork/__main__.py", MANIFEST_PATH}
+        # Compiled kernels are reused byte for byte (same CRC, same compressed size).
+        for info in up.infolist():
+            if info.filename.endswith(".so"):
+                assert fork.getinfo(info.filename).compress_size == info.compress_size
+        metadata = fork.read("vllm-0.33.0+fork.dist-info/METADATA").decode()
+        assert "\nVersion: 0.33.0+fork\n" in metadata
+        assert not any(n.startswith("vllm-0.33.0.dist-info/") for n in fork.namelist())
+        version = fork.read("vllm/_version.py").decode()
+        assert "'0.33.0+fork'" in version and "(0, 33, 0, 'fork')" in version
+
+
+def test_edited_file_parses_and_declares_the_protocol(built):
+    with zipfile.ZipFile(built) as fork:
+        tree = ast.parse(fork.read(EDITED))
+    [cls] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "KimiLinearForCausalLM"]
+    assert "SupportsEagle3" in [b.id for b in cls.bases if isinstance(b, ast.Name)]
+    imported = {a.name for n in tree.body if isinstance(n, ast.ImportFrom)
+                and n.module == "vllm.model_executor.models.interfaces" for a in n.names}
+    assert {"SupportsEagle3", "EagleModelMixin"} <= imported
+
+
+def test_manifest_records_upstream_edits_and_overlay(built, upstream_wheel, project):
+    with zipfile.ZipFile(built) as fork:
+        namespace: dict = {}
+        exec(fork.read(MANIFEST_PATH).decode(), namespace)
+        data = json.loads(namespace["MANIFEST_JSON"])
+        overlay = {p: hashlib.sha256(fork.read(p)).hexdigest() for p in
+                   ("vllm/_fork/__init__.py", "vllm/_fork/__main__.py")}
+    assert data["fork_version"] == "0.33.0+fork"
+    assert data["upstream"]["sha256"] == upstream_wheel[1]
+    statuses = {(e["target"], e["id"]): e["status"] for e in data["edits"]}
+    assert statuses[(EDITED, "declare-supports-eagle3")] == "clean"
+    assert statuses[("vllm/models/kimi_k3/nvidia/model.py", "declare-supports-eagle3")] == "absorbed"
+    assert statuses[("vllm/model_executor/models/qwen3_next.py", "declare-supports-eagle3")] == "absorbed"
+    assert {e["sha256"] for e in data["edits"]} == {e.checksum for e in project.edits()}
+    assert {o["path"]: o["sha256"] for o in data["overlay"]} == overlay
+
+
+def _break(repo: Path, spec: str, old: str, new: str) -> None:
+    path = repo / "edits" / spec
+    path.write_text(path.read_text().replace(old, new, 1))
+
+
+@pytest.mark.parametrize("breakage, message", [
+    (lambda r: _break(r, "vllm/models/kimi_k3/amd/linear.py.toml", 'class = "KimiLinearForCausalLM"',
+                      'class = "KimiLinearForCausalLMv2"'),
+     "edits/vllm/models/kimi_k3/amd/linear.py.toml: edit 'declare-supports-eagle3' (add_base: class "
+     "KimiLinearForCausalLMv2 gains base SupportsEagle3) — matched 0 place(s), expected 1"),
+    (lambda r: _break(r, "vllm/models/kimi_k3/amd/linear.py.toml", 'op = "add_base"', 'op = "add_bases"'),
+     "edit 'declare-supports-eagle3': unknown op 'add_bases'"),
+    (lambda r: _break(r, "vllm/models/kimi_k3/amd/linear.py.toml", "remove_when =", "remove_after ="),
+     "edit 'import-supports-eagle3': missing provenance field 'remove_when'"),
+    (lambda r: (r / "vllm" / "version.py").write_text("VERSION = 'mine'\n"),
+     "vllm/version.py: overlay file already exists in vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"),
+    (lambda r: (r / "edits" / "vllm" / "gone.py.toml").write_text(
+        (r / "edits/vllm/models/kimi_k3/amd/linear.py.toml").read_text()),
+     "edits/vllm/gone.py.toml: edit 'import-supports-eagle3'"),
+])
+def test_bad_input_stops_the_build_with_one_line_and_no_wheel(repo_copy, upstream_wheel, breakage, message):
+    breakage(repo_copy)
+    dist = repo_copy / "dist"
+    done = run_forktool("build", "--out", str(dist), repo=repo_copy)
+    assert done.returncode == 1
+    assert message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert all(line.startswith("forktool build: ") for line in done.stderr.strip().splitlines())
+    assert not dist.exists() or list(dist.iterdir()) == []
+
+
+def test_failure_while_writing_leaves_nothing_behind(project, upstream_wheel, tmp_path, monkeypatch):
+    real_entries = wheelbuild._entries
+
+    def failing(*args):
+        for count, entry in enumerate(real_entries(*args)):
+            if count == 50:
+                raise ForkError("disk full (simulated)")
+            yield entry
+
+    monkeypatch.setattr(wheelbuild, "_entries", failing)
+    with pytest.raises(ForkError, match="simulated"):
+        wheelbuild.build_wheel(project, upstream_wheel[0], upstream_wheel[1], tmp_path, "fork")
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,52 @@
+"""Golden before/after fixtures for every edit operation, including zero, two and already-present matches."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import PROVENANCE
+from forktool.apply import apply_edits
+from forktool.ops import OPERATIONS
+from forktool.specs import _edit_from_table
+
+FIXTURES = Path(__file__).parent / "fixtures" / "ops"
+CASES = sorted(p for p in FIXTURES.glob("*/*") if p.is_dir())
+
+
+def _apply(case: Path, text: str):
+    """Apply the case's edit (with fixture provenance) to `text`: (changed files, the one result)."""
+    table = {"id": case.name, **PROVENANCE, **tomllib.loads((case / "edit.toml").read_text())}
+    edit = _edit_from_table(f"fixtures/{case.name}.toml", "target.py", 0, table)
+    changed, [result] = apply_edits({"target.py": text}, [edit])
+    return changed, result
+
+
+@pytest.mark.parametrize("op", sorted(OPERATIONS))
+def test_each_operation_has_applied_absorbed_zero_and_two_match_cases(op):
+    cases = [c for c in CASES if c.parent.name == op]
+    expects = [(c / "expect.txt").read_text() for c in cases if (c / "expect.txt").exists()]
+    assert any((c / "after.py").exists() for c in cases)
+    assert any(e.startswith("absorbed") for e in expects)
+    assert any("matched 0 place" in e for e in expects)
+    assert any("matched 2 place" in e or "2 from-imports" in e for e in expects)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_golden(case: Path):
+    before = (case / "before.py").read_text()
+    changed, result = _apply(case, before)
+    if (case / "after.py").exists():
+        assert result.status == "clean", result.line()
+        assert changed["target.py"] == (case / "after.py").read_text()
+        compile(changed["target.py"], str(case), "exec")
+        # The edit on its own output is recognised as already there: never applied twice.
+        again, second = _apply(case, changed["target.py"])
+        assert (second.status, again) == ("absorbed", {})
+    else:
+        status, _, detail = (case / "expect.txt").read_text().strip().partition(": ")
+        assert result.status == status, result.line()
+        assert detail in result.detail
+        assert changed == {}, "a refused edit must leave the file untouched"

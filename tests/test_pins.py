@@ -1,0 +1,50 @@
+"""The single upstream pin: parsed like pip reads it, malformed pins refused."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from forktool.errors import ForkError
+from forktool.pins import load_pin
+
+
+def test_repository_pin_is_vllm_0_33_0_wheel_and_sdist(project):
+    pin = project.pin
+    assert (pin.name, pin.version, len(pin.hashes)) == ("vllm", "0.33.0", 2)
+
+
+def test_pip_itself_accepts_the_pin_for_the_cached_wheel(project, upstream_wheel, tmp_path):
+    # Hash-checking mode, offline, with the engine's cached file as the only candidate.
+    wheel, _ = upstream_wheel
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-index",
+                           "--find-links", str(wheel.parent), "--only-binary=:all:", "--platform",
+                           "manylinux_2_28_x86_64", "--python-version", "3.12", "--require-hashes",
+                           "-r", str(project.root / "requirements/upstream.txt"), "-d", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / wheel.name).exists()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("vllm>=0.33.0 --hash=sha256:" + "a" * 64, "with '==' to one exact version"),
+    ("vllm==0.33.0", "has no --hash=sha256"),
+    ("vllm==0.33.0 --hash=md5:abc", "unexpected '--hash=md5:abc'"),
+    ("vllm==0.33.0 --hash=sha256:" + "a" * 64 + "\ntorch==2.14.0 --hash=sha256:" + "b" * 64,
+     "expected exactly one pinned requirement, found 2"),
+    ("# nothing", "found 0"),
+])
+def test_malformed_pins(tmp_path, text, message):
+    path = tmp_path / "upstream.txt"
+    path.write_text(text + "\n")
+    with pytest.raises(ForkError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_pin(path)
+
+
+def test_continuations_and_comments(tmp_path):
+    path = tmp_path / "upstream.txt"
+    path.write_text("# top\nvllm==1.2.3 \\\n    --hash=sha256:" + "c" * 64 + "  # the wheel\n")
+    pin = load_pin(path)
+    assert (pin.requirement, pin.hashes) == ("vllm==1.2.3", frozenset({"c" * 64}))
