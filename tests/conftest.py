@@ -12,6 +12,9 @@ import pytest
 from forktool.fetch import fetch
 from forktool.project import REPO_ROOT, Project
 
+# What `build` names the fork wheel; docker/Dockerfile copies exactly this file.
+WHEEL_NAME = "vllm-0.33.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
+
 PROVENANCE = {
     "why": "fixture",
     "upstream": "fork-only: test fixture",

@@ -13,13 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_forktool
+from conftest import WHEEL_NAME, run_forktool
 from forktool import wheelbuild
 from forktool.errors import ForkError
 from forktool.fetch import sha256_of
 from forktool.manifest import MANIFEST_PATH
 
-WHEEL_NAME = "vllm-0.33.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
 EDITED = "vllm/models/kimi_k3/amd/linear.py"
 
 

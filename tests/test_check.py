@@ -1,0 +1,58 @@
+"""`check --base`: every edit's fate on other releases, asserted edit by edit."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import run_forktool
+
+AMD = "edits/vllm/models/kimi_k3/amd/linear.py.toml"
+CUDA = "edits/vllm/models/kimi_k3/nvidia/model.py.toml"
+QWEN = "edits/vllm/model_executor/models/qwen3_next.py.toml"
+
+
+def _statuses(stdout: str) -> dict[tuple[str, str], str]:
+    found = re.findall(r"^(clean|absorbed|broken)\s+(\S+): edit '([^']+)'", stdout, flags=re.M)
+    return {(spec, edit): status for status, spec, edit in found}
+
+
+@pytest.mark.parametrize("base, expected, code", [
+    # The pinned release: seed 001 and the CUDA half of seed 002 are upstream; the ROCm half is not.
+    ("vllm==0.33.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "absorbed"),
+                      QWEN: ("absorbed", "absorbed")}, 0),
+    # The seed's release lacks the ROCm declaration too.
+    ("vllm==0.29.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "absorbed"),
+                      QWEN: ("absorbed", "absorbed")}, 0),
+    # Before PR #52171: the CUDA class is undeclared although the import is already there.
+    ("vllm==0.27.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "clean"),
+                      QWEN: ("absorbed", "absorbed")}, 0),
+    # Before PR #45319 and before Kimi-K3 existed: Qwen3-Next applies, the Kimi files are missing.
+    ("vllm==0.23.0", {AMD: ("broken", "broken"), CUDA: ("broken", "broken"),
+                      QWEN: ("clean", "clean")}, 1),
+])
+def test_check_reports_each_edit(base, expected, code):
+    done = run_forktool("check", "--base", base)
+    assert done.returncode == code, done.stdout + done.stderr
+    statuses = _statuses(done.stdout)
+    for spec, (import_status, declare_status) in expected.items():
+        assert statuses[(spec, "import-supports-eagle3")] == import_status, done.stdout
+        assert statuses[(spec, "declare-supports-eagle3")] == declare_status, done.stdout
+    assert "0 overlay paths shadowed" in done.stdout
+
+
+def test_check_names_a_missing_file_and_refuses_vague_bases():
+    done = run_forktool("check", "--base", "vllm==0.23.0")
+    assert "upstream has no file vllm/models/kimi_k3/amd/linear.py" in done.stdout
+    vague = run_forktool("check", "--base", "vllm>=0.30")
+    assert vague.returncode == 1
+    assert vague.stderr.strip() == ("forktool check: --base 'vllm>=0.30': name one exact release, "
+                                    "e.g. vllm==0.29.0")
+
+
+def test_check_reports_overlay_paths_that_appear_upstream(repo_copy):
+    (repo_copy / "vllm" / "envs.py").write_text("# mine\n")
+    done = run_forktool("check", "--base", "vllm==0.33.0", repo=repo_copy)
+    assert done.returncode == 1
+    assert "shadowed vllm/envs.py — exists upstream" in done.stdout

@@ -1,0 +1,60 @@
+"""The repository holds only the fork's own files: overlay paths are new, nothing is a copy of upstream."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import re
+import zipfile
+
+from conftest import WHEEL_NAME
+from forktool.project import assemble
+
+
+
+def _upstream_index(wheel_path):
+    with zipfile.ZipFile(wheel_path) as wheel:
+        record = wheel.read("vllm-0.33.0.dist-info/RECORD").decode()
+        names = set(wheel.namelist())
+    digests = {row[1] for row in csv.reader(io.StringIO(record)) if row[1]}
+    return names, digests
+
+
+def test_overlay_paths_are_new_and_no_file_is_a_copy(project, upstream_wheel):
+    names, digests = _upstream_index(upstream_wheel[0])
+    overlay = project.overlay()
+    assert overlay, "the overlay holds at least the provenance package"
+    for path, data in overlay.items():
+        assert path not in names, f"{path} exists upstream"
+        digest = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        assert digest not in digests, f"{path} is byte-identical to an upstream file"
+
+
+def test_every_spec_targets_an_upstream_python_file_and_edits_still_parse(project, upstream_wheel):
+    names, _ = _upstream_index(upstream_wheel[0])
+    assert {e.target for e in project.edits()} <= names
+    with zipfile.ZipFile(upstream_wheel[0]) as wheel:
+        fork = assemble(project, lambda p: wheel.read(p).decode(), names)
+    assert fork.changed
+    for path, text in fork.changed.items():
+        compile(text, path, "exec")
+
+
+def test_readme_commands_are_the_ones_ci_and_docker_use(project):
+    readme = (project.root / "README.md").read_text()
+    ci = (project.root / ".ci/run").read_text()
+    assert "pip wheel . --no-deps -w dist" in readme and "make test" in readme
+    assert re.search(r"^make test\b", ci, flags=re.M)
+    makefile = (project.root / "Makefile").read_text()
+    assert "pip wheel . --no-deps -w dist" in makefile
+
+
+def test_dockerfile_copies_the_wheel_that_build_makes(project):
+    dockerfile = (project.root / "docker/Dockerfile").read_text()
+    assert f"FROM vllm/vllm-openai:v{project.pin.version}\n" in dockerfile
+    assert re.search(rf"^ARG FORK_WHEEL={re.escape(WHEEL_NAME)}$", dockerfile, flags=re.M)
+    assert "COPY dist/${FORK_WHEEL}" in dockerfile
+    # The name the engine gives its wheel (see test_build): upstream's tags, fork version.
+    assert WHEEL_NAME == f"vllm-{project.pin.version}+{project.label}-cp38-abi3-manylinux_2_28_x86_64.whl"
