@@ -32,9 +32,8 @@ def _patch(number: int, total: int, subject: str, body: str, diffs: list[str]) -
 
 
 def _edit_message(edits) -> tuple[str, str]:
-    """Subject from the first edit's why; body with every edit's provenance."""
-    first = edits[0]
-    subject = f"[Fork] {first.target}: {first.why.split('. ')[0].rstrip('.')}"
+    """Subject from the spec's title; body with every live edit's provenance."""
+    subject = edits[0].title
     body = "\n\n".join(
         f"{e.id} ({e.op})\nWhy: {e.why}\nUpstream: {e.upstream}\nRemove when: {e.remove_when}"
         for e in edits)
@@ -60,7 +59,7 @@ def export_series(project: Project, upstream_wheel: Path, out_dir: Path) -> list
     overlay = {p: d for p, d in project.overlay().items() if not p.startswith(FORK_ONLY_OVERLAY)}
     if overlay:
         body = "New files of the fork, at their path inside vLLM:\n" + "\n".join(overlay)
-        patches.append(("[Fork] add the fork's new modules", body,
+        patches.append(("[Model] Add the fork's new modules", body,
                         [_diff(path, None, data.decode("utf-8")) for path, data in overlay.items()]))
     written = []
     with atomic_dir(out_dir) as tmp:

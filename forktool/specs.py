@@ -22,6 +22,7 @@ class Edit:
 
     spec_file: str  # repo-relative path of the spec, e.g. edits/vllm/x.py.toml
     target: str  # upstream path it edits, e.g. vllm/x.py
+    title: str  # the spec's title: subject of its exported patch
     id: str
     op: str
     params: dict
@@ -51,7 +52,7 @@ def _check_upstream(value: str) -> bool:
     )
 
 
-def _edit_from_table(spec_file: str, target: str, index: int, table: dict) -> Edit:
+def _edit_from_table(spec_file: str, target: str, title: str, index: int, table: dict) -> Edit:
     where = f"{spec_file}: edit #{index + 1}"
     edit_id = table.get("id")
     if not isinstance(edit_id, str) or not edit_id:
@@ -86,7 +87,7 @@ def _edit_from_table(spec_file: str, target: str, index: int, table: dict) -> Ed
         raise ForkError(f"{where}: field 'expect' must be a non-negative integer (matches required)")
     if op == "ensure_import" and expect > 1:
         raise ForkError(f"{where}: ensure_import takes expect = 1 (extend the import) or 0 (new line)")
-    return Edit(spec_file, target, edit_id, op, params, expect,
+    return Edit(spec_file, target, title, edit_id, op, params, expect,
                 table["why"].strip(), table["upstream"].strip(), table["remove_when"].strip())
 
 
@@ -100,13 +101,16 @@ def load_spec(path: Path, edits_root: Path, repo_root: Path) -> list[Edit]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ForkError(f"{spec_file}: not valid TOML ({exc})") from exc
-    unknown = set(data) - {"edit"}
+    unknown = set(data) - {"title", "edit"}
     if unknown:
         raise ForkError(f"{spec_file}: unknown top-level key(s) {sorted(unknown)}; use [[edit]] tables")
+    title = data.get("title")
+    if not isinstance(title, str) or not title.strip():
+        raise ForkError(f"{spec_file}: missing top-level 'title' (the subject of its upstream patch)")
     tables = data.get("edit")
     if not isinstance(tables, list) or not tables:
         raise ForkError(f"{spec_file}: no [[edit]] tables; delete the file or add an edit")
-    edits = [_edit_from_table(spec_file, target, i, t) for i, t in enumerate(tables)]
+    edits = [_edit_from_table(spec_file, target, title.strip(), i, t) for i, t in enumerate(tables)]
     ids = [edit.id for edit in edits]
     duplicate = next((i for i in ids if ids.count(i) > 1), None)
     if duplicate:

@@ -21,7 +21,7 @@ def test_series_is_deterministic_and_applies_to_upstream(upstream_wheel, tmp_pat
     # Absorbed guards produce no patch: only the ROCm Kimi-K3 spec has live edits on 0.33.0.
     [patch] = [first / n for n in names]
     text = patch.read_text()
-    assert "Subject: [PATCH 1/1]" in text
+    assert "Subject: [PATCH 1/1] [Bugfix] Declare SupportsEagle3 on the ROCm/XPU KimiLinearForCausalLM\n" in text
     for edit in [e for e in project.edits() if e.target == EDITED]:
         assert f"Why: {edit.why}" in text and f"Upstream: {edit.upstream}" in text
         assert f"Remove when: {edit.remove_when}" in text

@@ -9,7 +9,9 @@ import pytest
 from forktool.errors import ForkError
 from forktool.specs import load_all, load_spec
 
-GOOD = '''[[edit]]
+GOOD = '''title = "[Bugfix] Declare B on C"
+
+[[edit]]
 id = "declare"
 op = "add_base"
 class = "C"
@@ -46,6 +48,7 @@ def test_good_spec_targets_the_mirrored_upstream_path(tmp_path):
     (('id = "declare"\n', ''), "edit #1: missing field 'id'"),
     (('op = "add_base"', 'op = "add_base"\nexpect = -1'), "field 'expect' must be a non-negative integer"),
     (('[[edit]]', '[edit]'), "no [[edit]] tables"),
+    (('title = "[Bugfix] Declare B on C"', ''), "missing top-level 'title'"),
     (('id = "declare"', 'id = "declare"\nid = "again"'), "not valid TOML"),
 ])
 def test_bad_spec_is_one_clear_line(tmp_path, change, message):
@@ -58,7 +61,7 @@ def test_bad_spec_is_one_clear_line(tmp_path, change, message):
 
 
 def test_duplicate_ids_and_stray_files_are_refused(tmp_path):
-    _spec(tmp_path, GOOD + "\n" + GOOD)
+    _spec(tmp_path, GOOD + GOOD.split("\n", 1)[1])
     with pytest.raises(ForkError, match="edit id 'declare' is used twice"):
         load_all(tmp_path / "edits", tmp_path)
     (tmp_path / "edits" / "vllm" / "m.py.toml").unlink()
