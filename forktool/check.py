@@ -4,28 +4,15 @@ from __future__ import annotations
 
 import zipfile
 
-from packaging.requirements import InvalidRequirement, Requirement
-
-from forktool.errors import ForkError
 from forktool.fetch import fetch
 from forktool.overlay import shadowed
+from forktool.pins import exact_requirement
 from forktool.project import Project, assemble
-
-
-def _name_version(requirement: str) -> tuple[str, str]:
-    try:
-        req = Requirement(requirement)
-    except InvalidRequirement as exc:
-        raise ForkError(f"--base {requirement!r}: not a requirement ({exc})") from exc
-    specs = list(req.specifier)
-    if len(specs) != 1 or specs[0].operator != "==":
-        raise ForkError(f"--base {requirement!r}: name one exact release, e.g. vllm==0.29.0")
-    return req.name, specs[0].version
 
 
 def check_base(project: Project, requirement: str) -> int:
     """Print one line per edit (clean / absorbed / broken) and per shadowed overlay path; 1 if any is bad."""
-    name, version = _name_version(requirement)
+    name, version = exact_requirement(requirement, "--base")
     pin = project.pin
     hashes = pin.hashes if (name, version) == (pin.name, pin.version) else None
     wheel, digest = fetch(name, version, "wheel", hashes)

@@ -33,19 +33,25 @@ def _logical_lines(text: str) -> list[str]:
     return [line for line in lines if line]
 
 
+def exact_requirement(text: str, where: str) -> tuple[str, str]:
+    """(name, version) of `name==version`; anything looser is refused, naming `where`."""
+    try:
+        req = Requirement(text)
+    except InvalidRequirement as exc:
+        raise ForkError(f"{where}: {text!r} is not a requirement ({exc})") from exc
+    specs = list(req.specifier)
+    if len(specs) != 1 or specs[0].operator != "==":
+        raise ForkError(f"{where}: {text!r} must name one exact release with '==', e.g. vllm==0.29.0")
+    return req.name, specs[0].version
+
+
 def load_pin(path: Path) -> Pin:
     """Parse `path`; anything but exactly one `name==version --hash=sha256:...` line is refused."""
     lines = _logical_lines(path.read_text(encoding="utf-8"))
     if len(lines) != 1:
         raise ForkError(f"{path}: expected exactly one pinned requirement, found {len(lines)}")
     requirement, *options = lines[0].split()
-    try:
-        req = Requirement(requirement)
-    except InvalidRequirement as exc:
-        raise ForkError(f"{path}: {requirement!r} is not a requirement ({exc})") from exc
-    specs = list(req.specifier)
-    if len(specs) != 1 or specs[0].operator != "==":
-        raise ForkError(f"{path}: pin {requirement!r} with '==' to one exact version")
+    name, version = exact_requirement(requirement, str(path))
     hashes = set()
     for option in options:
         match = _HASH.match(option)
@@ -54,4 +60,4 @@ def load_pin(path: Path) -> Pin:
         hashes.add(match.group(1))
     if not hashes:
         raise ForkError(f"{path}: {requirement} has no --hash=sha256:...; pin the wheel and the sdist")
-    return Pin(req.name, specs[0].version, frozenset(hashes))
+    return Pin(name, version, frozenset(hashes))

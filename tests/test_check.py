@@ -47,8 +47,8 @@ def test_check_names_a_missing_file_and_refuses_vague_bases():
     assert "upstream has no file vllm/models/kimi_k3/amd/linear.py" in done.stdout
     vague = run_forktool("check", "--base", "vllm>=0.30")
     assert vague.returncode == 1
-    assert vague.stderr.strip() == ("forktool check: --base 'vllm>=0.30': name one exact release, "
-                                    "e.g. vllm==0.29.0")
+    assert vague.stderr.strip() == ("forktool check: --base: 'vllm>=0.30' must name one exact release "
+                                    "with '==', e.g. vllm==0.29.0")
 
 
 def test_check_reports_overlay_paths_that_appear_upstream(repo_copy):

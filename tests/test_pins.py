@@ -29,7 +29,7 @@ def test_pip_itself_accepts_the_pin_for_the_cached_wheel(project, upstream_wheel
 
 
 @pytest.mark.parametrize("text, message", [
-    ("vllm>=0.33.0 --hash=sha256:" + "a" * 64, "with '==' to one exact version"),
+    ("vllm>=0.33.0 --hash=sha256:" + "a" * 64, "must name one exact release with '=='"),
     ("vllm==0.33.0", "has no --hash=sha256"),
     ("vllm==0.33.0 --hash=md5:abc", "unexpected '--hash=md5:abc'"),
     ("vllm==0.33.0 --hash=sha256:" + "a" * 64 + "\ntorch==2.14.0 --hash=sha256:" + "b" * 64,
