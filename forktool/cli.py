@@ -1,4 +1,4 @@
-"""Command line: python -m forktool {build,tree,export-pr,check}."""
+"""Command line: python -m forktool {build,tree,export-pr,check,audit}."""
 
 from __future__ import annotations
 
@@ -43,6 +43,12 @@ def _check(args, project: Project) -> int:
     return check_base(project, args.base)
 
 
+def _audit(args, project: Project) -> int:
+    from forktool.audit.run import run_audit
+
+    return run_audit(project, args.tree, args.json, args.verbose)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="forktool", description=__doc__)
     top.add_argument("--repo", default=None, help="fork checkout (default: the one holding forktool)")
@@ -61,6 +67,12 @@ def parser() -> argparse.ArgumentParser:
     check = verbs.add_parser("check", help="try every edit on another release")
     check.add_argument("--base", required=True, help="a requirement, e.g. vllm==0.29.0")
     check.set_defaults(run=_check)
+    audit = verbs.add_parser("audit", help="EAGLE3 contract of every registered architecture")
+    audit.add_argument("--tree", default="fork",
+                       help="'fork' (pinned wheel + edits), 'upstream' (pinned wheel), or a source folder")
+    audit.add_argument("--json", action="store_true")
+    audit.add_argument("--verbose", action="store_true", help="list every architecture")
+    audit.set_defaults(run=_audit)
     return top
 
 

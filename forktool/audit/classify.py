@@ -1,0 +1,86 @@
+"""Classify every registered architecture: works, fixed by fork, broken, not applicable, unresolvable."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from forktool.audit.contract import ContractReader
+from forktool.audit.registry import (
+    GENERATION_TABLES,
+    NOT_APPLICABLE,
+    REGISTRY_PATH,
+    TRANSFORMERS_TABLES,
+    read_registry,
+)
+from forktool.audit.symbols import SourceTree
+
+WORKS, FIXED = "works", "fixed by fork"
+UNDECLARED, NOT_IMPLEMENTED = "broken-undeclared", "broken-declared-not-implemented"
+NOT_APPLICABLE_STATUS, UNRESOLVABLE = "not applicable", "unresolvable statically"
+BROKEN = (UNDECLARED, NOT_IMPLEMENTED)
+NO_CAPTURE = "inner model captures no aux hidden states: EAGLE3-family drafters unsupported (use mtp, ngram or draft_model)"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One architecture (and, where platforms differ, one of its classes) with its verdict."""
+
+    arch: str
+    cls: str  # module.Class
+    table: str
+    status: str
+    reason: str = ""
+    holder: str = ""
+    passes_through: bool | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _verdict(declared: bool, implemented: bool | None) -> str | None:
+    if implemented is None:
+        return None
+    if declared:
+        return WORKS if implemented else NOT_IMPLEMENTED
+    return UNDECLARED if implemented else NOT_APPLICABLE_STATUS
+
+
+def classify(tree: SourceTree) -> list[Row]:
+    """One row per architecture class of the registry in `tree`."""
+    entries = read_registry(tree.read(REGISTRY_PATH))
+    registry = {e.arch: (e.module, e.cls) for e in entries}
+    reader = ContractReader(tree, registry)
+    rows = []
+    for entry in entries:
+        if entry.table in NOT_APPLICABLE:
+            rows.append(Row(entry.arch, f"{entry.module}.{entry.cls}", entry.table, NOT_APPLICABLE_STATUS,
+                            NOT_APPLICABLE[entry.table]))
+            continue
+        refs = tree.resolve(entry.module, entry.cls)
+        if not refs:
+            rows.append(Row(entry.arch, f"{entry.module}.{entry.cls}", entry.table, UNRESOLVABLE,
+                            f"class not found in {entry.module}"))
+            continue
+        for ref in refs:
+            contract = reader.contract(ref)
+            status = _verdict(contract.declared, contract.implemented)
+            reason = contract.reason
+            if status is None:
+                status = UNRESOLVABLE
+            elif status == NOT_APPLICABLE_STATUS:
+                reason = NO_CAPTURE
+            rows.append(Row(entry.arch, ref.key, entry.table, status, reason, contract.holder,
+                            contract.passes_through))
+    return rows
+
+
+def against_baseline(fork: list[Row], upstream: list[Row]) -> list[Row]:
+    """Mark rows that are broken upstream and work on the fork as fixed by the fork."""
+    before = {(r.arch, r.cls): r.status for r in upstream}
+    return [Row(**{**r.as_dict(), "status": FIXED, "reason": f"upstream: {before[(r.arch, r.cls)]}"})
+            if r.status == WORKS and before.get((r.arch, r.cls)) in BROKEN else r for r in fork]
+
+
+def is_generation(row: Row) -> bool:
+    """Text or multimodal generation, the Transformers backend's causal LMs included."""
+    return row.table in GENERATION_TABLES or (row.table in TRANSFORMERS_TABLES and "CausalLM" in row.cls)

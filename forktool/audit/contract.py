@@ -1,0 +1,222 @@
+"""The EAGLE3 contract of one outer model class, decided statically the way vLLM's default setter works."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from forktool.audit.symbols import ClassRef, SourceTree
+
+INTERFACES = "vllm.model_executor.models.interfaces"
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What the class declares and what its inner model implements; `reason` explains unknowns."""
+
+    declared: bool
+    implemented: bool | None  # None: could not be decided statically
+    holder: str  # the module that would capture aux states, e.g. `language_model.model -> Qwen2Model`
+    reason: str = ""
+    passes_through: bool | None = None  # outer forward returns the inner output unchanged
+
+
+def _is(ref: ClassRef, name: str) -> bool:
+    return ref.name == name and ref.module == INTERFACES
+
+
+def _method(tree: SourceTree, ref: ClassRef, name: str) -> tuple[ClassRef, ast.FunctionDef] | None:
+    """First definition of method `name` along the class's ancestors."""
+    for cls in tree.mro(ref):
+        for node in cls.node.body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return cls, node
+    return None
+
+
+def _self_attr(node: ast.expr) -> str | None:
+    """`self.a.b` -> 'a.b'; None for anything else."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join(reversed(parts)) if isinstance(node, ast.Name) and node.id == "self" else None
+
+
+def _init_assignments(tree: SourceTree, ref: ClassRef) -> dict[str, list[tuple[str, ast.expr, bool]]]:
+    """attr -> [(module, value, inside _mark_language_model)] for `self.attr = value` in every __init__
+    along the ancestors; a value that is a local variable is replaced by what that variable was set to."""
+    result: dict[str, list[tuple[str, ast.expr, bool]]] = {}
+    for owner in tree.mro(ref):
+        init = next((n for n in owner.node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+        if init is not None:
+            found: dict = {}
+            _collect(owner.module, init, found)
+            # The most derived assignment wins: a subclass that sets self.model overrides its base's.
+            for attr, values in found.items():
+                result.setdefault(attr, values)
+    return result
+
+
+def _collect(module: str, init: ast.FunctionDef, result: dict) -> None:
+    local: dict[str, ast.expr] = {}
+
+    def visit(nodes, marked: bool):
+        for node in nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(node, ast.With):
+                is_mark = any(isinstance(item.context_expr, ast.Call)
+                              and isinstance(item.context_expr.func, ast.Attribute)
+                              and item.context_expr.func.attr == "_mark_language_model" for item in node.items)
+                visit(node.body, marked or is_mark)
+                continue
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    value = node.value
+                    if isinstance(value, ast.Name) and value.id in local:
+                        value = local[value.id]
+                    attr = _self_attr(target)
+                    if attr and "." not in attr:
+                        result.setdefault(attr, []).append((module, value, marked))
+                    elif isinstance(target, ast.Name):
+                        local[target.id] = value
+            for block in ("body", "orelse", "finalbody", "handlers"):
+                children = getattr(node, block, None)
+                if isinstance(children, list):
+                    visit(children, marked)
+
+    visit(init.body, False)
+
+
+class ContractReader:
+    """Decides contracts over one tree; `registry` maps architecture names to (module, class)."""
+
+    def __init__(self, tree: SourceTree, registry: dict[str, tuple[str, str]]):
+        self.tree, self.registry = tree, registry
+
+    def classes_of(self, module: str, value: ast.expr, owner: ClassRef | None = None,
+                   depth: int = 0) -> tuple[list[ClassRef], str]:
+        """Classes an attribute's value can be, or [] and why not."""
+        if isinstance(value, ast.Call) and owner is not None and depth < 3 and _self_attr(value.func):
+            return self._via_self(owner, _self_attr(value.func), depth)
+        if isinstance(value, ast.Call):
+            func = value.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name == "init_vllm_registered_model":
+                arch = next((k.value for k in value.keywords if k.arg == "architectures"), None)
+                if isinstance(arch, (ast.List, ast.Tuple)) and all(
+                        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in arch.elts):
+                    refs = [r for e in arch.elts if e.value in self.registry
+                            for r in self.tree.resolve(*self.registry[e.value])]
+                    return refs, "" if refs else "language model architecture not in the registry"
+                return [], "language model chosen from the checkpoint config at run time"
+            refs = self.tree.resolve_expr(module, func)
+            return refs, "" if refs else f"cannot resolve {ast.unparse(func)}"
+        return [], f"attribute set from {ast.unparse(value)[:60]}"
+
+    def _via_self(self, owner: ClassRef, name: str, depth: int) -> tuple[list[ClassRef], str]:
+        """`self.name(...)`: a method's returned instance, or a class stored on an attribute."""
+        method = _method(self.tree, owner, name)
+        if method is not None:
+            classes, reasons = [], []
+            for node in ast.walk(method[1]):
+                if isinstance(node, ast.Return) and node.value is not None:
+                    refs, reason = self.classes_of(method[0].module, node.value, owner, depth + 1)
+                    classes += [r for r in refs if r not in classes]
+                    reasons += [reason] if reason else []
+            return classes, "; ".join(reasons) if not classes else ""
+        stored = _init_assignments(self.tree, owner).get(name, [])
+        classes = [r for module, value, _ in stored for r in self.tree.resolve_expr(module, value)]
+        return classes, "" if classes else f"cannot resolve self.{name}"
+
+    def _attr_classes(self, ref: ClassRef, attr: str) -> tuple[list[ClassRef], str]:
+        assigned = _init_assignments(self.tree, ref).get(attr, [])
+        classes, reasons = [], []
+        for module, value, _ in assigned:
+            refs, reason = self.classes_of(module, value, ref)
+            classes += [r for r in refs if r not in classes]
+            reasons += [reason] if reason else []
+        return classes, "; ".join(reasons)
+
+    def _language_model_attr(self, ref: ClassRef) -> str | None:
+        """The attribute the default setter's get_language_model()/language_model step lands on."""
+        custom = _method(self.tree, ref, "get_language_model")
+        if custom and custom[0].module != INTERFACES:
+            for node in ast.walk(custom[1]):
+                if isinstance(node, ast.Return) and node.value is not None:
+                    attr = _self_attr(node.value)
+                    if attr:
+                        return attr
+            return None
+        assignments = _init_assignments(self.tree, ref)
+        if "language_model" in assignments:
+            return "language_model"
+        if custom:  # SupportsMultiModal: the child assigned inside _mark_language_model
+            marked = [attr for attr, values in assignments.items() if any(m for _, _, m in values)]
+            return marked[0] if len(marked) == 1 else None
+        return ""
+
+    def contract(self, ref: ClassRef) -> Contract:
+        ancestors = self.tree.mro(ref)
+        declared = any(_is(a, "SupportsEagle3") for a in ancestors)
+        setter = _method(self.tree, ref, "set_aux_hidden_state_layers")
+        if setter and setter[0].module != INTERFACES:
+            return Contract(declared, True, f"custom setter in {setter[0].key}")
+        lm_attr = self._language_model_attr(ref)
+        if lm_attr is None:
+            return Contract(declared, None, "?", "its language model is not one attribute set in __init__")
+        parents, reason = ([ref], "") if lm_attr == "" else self._path_classes(ref, lm_attr)
+        if not parents:
+            return Contract(declared, None, lm_attr, reason)
+        holders, via_model = [], False
+        for parent in parents:
+            if "model" not in _init_assignments(self.tree, parent):
+                holders.append(parent)  # the default setter falls back to the parent itself
+                continue
+            inner, why = self._attr_classes(parent, "model")
+            if not inner:
+                return Contract(declared, None, f"{lm_attr or 'self'}.model", why)
+            holders += [h for h in inner if h not in holders]
+            via_model = True
+        path = ".".join(p for p in (lm_attr, "model" if via_model else "") if p) or "self"
+        mixins = [any(_is(a, "EagleModelMixin") for a in self.tree.mro(h)) for h in holders]
+        implemented = True if all(mixins) else False if not any(mixins) else None
+        names = ", ".join(sorted({h.name for h in holders}))
+        return Contract(declared, implemented, f"{path} -> {names}",
+                        "" if implemented is not None else "platform variants differ",
+                        self._passes_through(ref, {lm_attr or "model", path}))
+
+    def _path_classes(self, ref: ClassRef, dotted: str) -> tuple[list[ClassRef], str]:
+        current, reason = [ref], ""
+        for attr in dotted.split("."):
+            step = []
+            for cls in current:
+                found, why = self._attr_classes(cls, attr)
+                step += found
+                reason = reason or why
+            if not step:
+                return [], reason or f"self.{dotted} is not assigned in __init__"
+            current = step
+        return current, ""
+
+    def _passes_through(self, ref: ClassRef, callees: set[str]) -> bool | None:
+        """True if every return of forward is the inner model's call result, untouched."""
+        found = _method(self.tree, ref, "forward")
+        if found is None:
+            return None
+        forward = found[1]
+
+        def inner_call(value: ast.expr) -> bool:
+            return isinstance(value, ast.Call) and _self_attr(value.func) in callees
+
+        assigned: dict[str, list[ast.expr]] = {}
+        for node in ast.walk(forward):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                assigned.setdefault(node.targets[0].id, []).append(node.value)
+        returns = [n.value for n in ast.walk(forward) if isinstance(n, ast.Return) and n.value is not None]
+        if not returns:
+            return None
+        return all(inner_call(v) or (isinstance(v, ast.Name) and v.id in assigned
+                                     and all(inner_call(a) for a in assigned[v.id])) for v in returns)

@@ -1,0 +1,71 @@
+"""The audit on the real pinned release, upstream and fork, asserted row by row where it matters."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+
+from conftest import run_forktool
+from forktool.audit.classify import against_baseline, classify
+from forktool.audit.report import counts
+from forktool.audit.run import fork_and_upstream
+
+AMD_KIMI = ("KimiLinearForCausalLM", "vllm.models.kimi_k3.amd.linear.KimiLinearForCausalLM")
+CUDA_KIMI = ("KimiLinearForCausalLM", "vllm.models.kimi_k3.nvidia.model.KimiLinearForCausalLM")
+
+
+@pytest.fixture(scope="module")
+def audits(project, upstream_wheel):
+    with zipfile.ZipFile(upstream_wheel[0]) as wheel:
+        fork_tree, upstream_tree = fork_and_upstream(project, wheel)
+        upstream = classify(upstream_tree)
+        fork = against_baseline(classify(fork_tree), upstream)
+    index = lambda rows: {(r.arch, r.cls): r for r in rows}  # noqa: E731
+    return index(upstream), index(fork), upstream, fork
+
+
+def test_seed_classes_on_upstream_and_fork(audits):
+    upstream, fork, _, _ = audits
+    assert upstream[AMD_KIMI].status == "broken-undeclared"
+    assert upstream[AMD_KIMI].holder == "model -> KimiLinearModel" and upstream[AMD_KIMI].passes_through
+    assert (fork[AMD_KIMI].status, fork[AMD_KIMI].reason) == ("fixed by fork", "upstream: broken-undeclared")
+    assert upstream[CUDA_KIMI].status == fork[CUDA_KIMI].status == "works"
+    qwen3_next = ("Qwen3NextForCausalLM", "vllm.model_executor.models.qwen3_next.Qwen3NextForCausalLM")
+    assert upstream[qwen3_next].status == "works"
+    glm5 = ("Glm5NextForCausalLM", "vllm.models.glm5next.Glm5NextForCausalLM")
+    assert any(k[0] == glm5[0] and r.status == "works" for k, r in upstream.items())
+
+
+@pytest.mark.parametrize("arch, status", [
+    ("Glm4ForCausalLM", "broken-undeclared"),
+    ("DomynEdgeForCausalLM", "broken-undeclared"),
+    ("Phi4MMForCausalLM", "broken-undeclared"),
+    ("Qwen2VLForConditionalGeneration", "broken-undeclared"),
+    ("Exaone4_5_ForConditionalGeneration", "broken-declared-not-implemented"),
+    ("CohereCompassForConditionalGeneration", "broken-declared-not-implemented"),
+    ("LlamaForCausalLM", "works"),
+    ("LlavaForConditionalGeneration", "unresolvable statically"),
+])
+def test_known_upstream_rows(audits, arch, status):
+    upstream = audits[0]
+    assert {r.status for (a, _), r in upstream.items() if a == arch} == {status}
+
+
+def test_counts_upstream_and_fork(audits):
+    _, _, upstream, fork = audits
+    before, after = counts(upstream)["generation"], counts(fork)["generation"]
+    assert (before["broken-undeclared"], before["broken-declared-not-implemented"]) == (29, 3)
+    assert (after["broken-undeclared"], after["fixed by fork"]) == (28, 1)
+    assert sum(before.values()) == sum(after.values())
+
+
+def test_cli_table_and_json(audits):
+    done = run_forktool("audit", "--json")
+    data = json.loads(done.stdout)
+    assert done.returncode == 1  # the fork still has broken generation architectures (issue 3)
+    assert data["counts"]["generation"]["fixed by fork"] == 1
+    table = run_forktool("audit", "--tree", "upstream").stdout
+    assert "broken-undeclared                Glm4ForCausalLM" in table
+    assert table.strip().endswith("broken generation architectures: 32")

@@ -1,0 +1,137 @@
+"""The audit's static reasoning on a small made-up tree, one case per way a model wires its decoder."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from forktool.audit.classify import classify
+from forktool.audit.symbols import SourceTree
+
+FILES = {
+    "vllm/model_executor/models/interfaces.py": """
+        class EagleModelMixin: ...
+        class SupportsEagle3:
+            def set_aux_hidden_state_layers(self, layers): ...
+        class SupportsMultiModal:
+            def get_language_model(self): ...
+    """,
+    "vllm/model_executor/models/registry.py": """
+        _TEXT_GENERATION_MODELS = {
+            "GoodForCausalLM": ("good", "GoodForCausalLM"),
+            "PlainForCausalLM": ("good", "PlainForCausalLM"),
+            "LieForCausalLM": ("lie", "LieForCausalLM"),
+            "NoCaptureForCausalLM": ("lie", "NoCaptureForCausalLM"),
+            "SplitForCausalLM": ("vllm.models.split", "SplitForCausalLM"),
+            "PostForCausalLM": ("good", "PostForCausalLM"),
+            "CustomForCausalLM": ("custom", "CustomForCausalLM"),
+        }
+        _MULTIMODAL_MODELS = {
+            "WrapVL": ("wrap", "WrapVL"),
+            "AnyVL": ("wrap", "AnyVL"),
+        }
+        _EMBEDDING_MODELS = {"GoodEmbed": ("good", "GoodForCausalLM")}
+    """,
+    "vllm/model_executor/models/good.py": """
+        from .interfaces import EagleModelMixin, SupportsEagle3
+        class GoodModel(nn.Module, EagleModelMixin): ...
+        class GoodForCausalLM(nn.Module, SupportsEagle3):
+            def __init__(self):
+                self.model = GoodModel()
+            def forward(self, x):
+                hidden = self.model(x)
+                return hidden
+        class PlainForCausalLM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = GoodModel()
+            def forward(self, x):
+                return self.model(x)
+        class PostForCausalLM(PlainForCausalLM):
+            def forward(self, x):
+                hidden = self.model(x)
+                return self.norm(hidden)
+    """,
+    "vllm/model_executor/models/lie.py": """
+        from vllm.model_executor.models import interfaces
+        class Decoder(nn.Module): ...
+        class LieForCausalLM(nn.Module, interfaces.SupportsEagle3):
+            def __init__(self):
+                self.model = Decoder()
+        class NoCaptureForCausalLM(nn.Module):
+            def __init__(self):
+                self.model = Decoder()
+    """,
+    "vllm/models/split/__init__.py": """
+        from vllm.platforms import current_platform
+        if current_platform.is_rocm():
+            from .amd import SplitForCausalLM
+        else:
+            from .nvidia import SplitForCausalLM
+    """,
+    "vllm/models/split/amd.py": """
+        from vllm.model_executor.models.good import GoodModel
+        class SplitForCausalLM(nn.Module):
+            def __init__(self):
+                self.model = GoodModel()
+    """,
+    "vllm/models/split/nvidia.py": """
+        from vllm.model_executor.models.good import GoodModel
+        from vllm.model_executor.models.interfaces import SupportsEagle3
+        class SplitForCausalLM(nn.Module, SupportsEagle3):
+            def __init__(self):
+                self.model = self._build()
+            def _build(self):
+                return GoodModel()
+    """,
+    "vllm/model_executor/models/custom.py": """
+        from .interfaces import SupportsEagle3
+        class CustomForCausalLM(nn.Module, SupportsEagle3):
+            def set_aux_hidden_state_layers(self, layers): ...
+    """,
+    "vllm/model_executor/models/wrap.py": """
+        from .interfaces import SupportsEagle3, SupportsMultiModal
+        from .utils import init_vllm_registered_model
+        class WrapVL(nn.Module, SupportsMultiModal):
+            def __init__(self, config):
+                with self._mark_language_model(config):
+                    self.language_model = init_vllm_registered_model(architectures=["PlainForCausalLM"])
+        class AnyVL(nn.Module, SupportsMultiModal, SupportsEagle3):
+            def __init__(self, config):
+                lm = init_vllm_registered_model(hf_config=config.text_config)
+                self.language_model = lm
+    """,
+}
+
+
+@pytest.fixture(scope="module")
+def rows():
+    files = {path: textwrap.dedent(text) for path, text in FILES.items()}
+    return {(r.arch, r.cls.rsplit(".", 2)[-2]): r for r in classify(SourceTree(files.__getitem__, set(files)))}
+
+
+@pytest.mark.parametrize("arch, module, status, holder", [
+    ("GoodForCausalLM", "good", "works", "model -> GoodModel"),
+    ("PlainForCausalLM", "good", "broken-undeclared", "model -> GoodModel"),
+    ("LieForCausalLM", "lie", "broken-declared-not-implemented", "model -> Decoder"),
+    ("NoCaptureForCausalLM", "lie", "not applicable", "model -> Decoder"),
+    ("SplitForCausalLM", "amd", "broken-undeclared", "model -> GoodModel"),
+    ("SplitForCausalLM", "nvidia", "works", "model -> GoodModel"),
+    ("CustomForCausalLM", "custom", "works", "custom setter in vllm.model_executor.models.custom.CustomForCausalLM"),
+    ("WrapVL", "wrap", "broken-undeclared", "language_model.model -> GoodModel"),
+    ("AnyVL", "wrap", "unresolvable statically", "language_model"),
+    ("GoodEmbed", "good", "not applicable", ""),
+])
+def test_classification(rows, arch, module, status, holder):
+    row = rows[(arch, module)]
+    assert (row.status, row.holder) == (status, holder), row
+
+
+def test_reasons_and_forward_pass_through(rows):
+    assert rows[("AnyVL", "wrap")].reason == "language model chosen from the checkpoint config at run time"
+    assert rows[("GoodEmbed", "good")].reason.startswith("pooling model")
+    assert rows[("NoCaptureForCausalLM", "lie")].reason.startswith("inner model captures no aux hidden states")
+    assert rows[("GoodForCausalLM", "good")].passes_through is True
+    assert rows[("PlainForCausalLM", "good")].passes_through is True
+    assert rows[("PostForCausalLM", "good")].passes_through is False
