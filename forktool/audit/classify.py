@@ -32,6 +32,8 @@ class Row:
     reason: str = ""
     holder: str = ""
     passes_through: bool | None = None
+    holder_classes: tuple[str, ...] = ()
+    declared: bool | None = None  # declares SupportsEagle3 (None where not looked at)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -70,7 +72,7 @@ def classify(tree: SourceTree) -> list[Row]:
             elif status == NOT_APPLICABLE_STATUS:
                 reason = NO_CAPTURE
             rows.append(Row(entry.arch, ref.key, entry.table, status, reason, contract.holder,
-                            contract.passes_through))
+                            contract.passes_through, contract.holder_classes, contract.declared))
     return rows
 
 

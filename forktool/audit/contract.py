@@ -19,6 +19,7 @@ class Contract:
     holder: str  # the module that would capture aux states, e.g. `language_model.model -> Qwen2Model`
     reason: str = ""
     passes_through: bool | None = None  # outer forward returns the inner output unchanged
+    holder_classes: tuple[str, ...] = ()  # module.Class of each class the holder can be
 
 
 def _is(ref: ClassRef, name: str) -> bool:
@@ -186,7 +187,8 @@ class ContractReader:
         names = ", ".join(sorted({h.name for h in holders}))
         return Contract(declared, implemented, f"{path} -> {names}",
                         "" if implemented is not None else "platform variants differ",
-                        self._passes_through(ref, {lm_attr or "model", path}))
+                        self._passes_through(ref, {lm_attr or "model", path}),
+                        tuple(sorted({h.key for h in holders})))
 
     def _path_classes(self, ref: ClassRef, dotted: str) -> tuple[list[ClassRef], str]:
         current, reason = [ref], ""
