@@ -47,6 +47,9 @@ def test_seed_classes_on_upstream_and_fork(audits):
     ("CohereCompassForConditionalGeneration", "broken-declared-not-implemented"),
     ("LlamaForCausalLM", "works"),
     ("LlavaForConditionalGeneration", "unresolvable statically"),
+    # The mixin is inherited but the decoder's forward override never captures.
+    ("MiMoForCausalLM", "broken-declared-not-implemented"),
+    ("Granite4VisionForConditionalGeneration", "not applicable"),
 ])
 def test_known_upstream_rows(audits, arch, status):
     upstream = audits[0]
@@ -56,8 +59,8 @@ def test_known_upstream_rows(audits, arch, status):
 def test_counts_upstream_and_fork(audits):
     _, _, upstream, fork = audits
     before, after = counts(upstream)["generation"], counts(fork)["generation"]
-    assert (before["broken-undeclared"], before["broken-declared-not-implemented"]) == (29, 3)
-    assert (after["broken-undeclared"], after["fixed by fork"]) == (28, 1)
+    assert (before["broken-undeclared"], before["broken-declared-not-implemented"]) == (28, 4)
+    assert (after["broken-undeclared"], after["fixed by fork"]) == (27, 1)
     assert sum(before.values()) == sum(after.values())
 
 

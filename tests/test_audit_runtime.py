@@ -39,7 +39,9 @@ def test_declared_and_implemented_match_the_loaded_classes(fork_rows):
         if row.status in ("works", "fixed by fork", "broken-undeclared", "broken-declared-not-implemented",
                           "not applicable") and holders and "custom setter" not in row.holder:
             runtime = all(issubclass(h, EagleModelMixin) for h in holders)
-            static = row.status in ("works", "fixed by fork", "broken-undeclared")
+            # A mixin whose forward never captures is not implemented statically; at run time it is
+            # still a mixin, which is exactly why the runner's assert cannot catch it.
+            static = row.status in ("works", "fixed by fork", "broken-undeclared") or "never captures" in row.reason
             if runtime != static:
                 disagreements.append(f"{row.cls}: holder {row.holder} static mixin={static}, runtime={runtime}")
     print(f"checked {checked} classes at run time; not importable on the CPU: {len(unimportable)}")

@@ -26,6 +26,8 @@ FILES = {
             "SplitForCausalLM": ("vllm.models.split", "SplitForCausalLM"),
             "PostForCausalLM": ("good", "PostForCausalLM"),
             "CustomForCausalLM": ("custom", "CustomForCausalLM"),
+            "DropForCausalLM": ("drop", "DropForCausalLM"),
+            "DeferForCausalLM": ("drop", "DeferForCausalLM"),
         }
         _MULTIMODAL_MODELS = {
             "WrapVL": ("wrap", "WrapVL"),
@@ -90,6 +92,26 @@ FILES = {
         class CustomForCausalLM(nn.Module, SupportsEagle3):
             def set_aux_hidden_state_layers(self, layers): ...
     """,
+    "vllm/model_executor/models/drop.py": """
+        from .interfaces import EagleModelMixin, SupportsEagle3
+        class Base(nn.Module, EagleModelMixin):
+            def forward(self, x):
+                if self.aux_hidden_state_layers:
+                    return x, [x]
+                return x
+        class Dropping(Base):
+            def forward(self, x):
+                return self.layers(x)
+        class Deferring(Base):
+            def forward(self, x):
+                return super().forward(x)
+        class DropForCausalLM(nn.Module, SupportsEagle3):
+            def __init__(self):
+                self.model = Dropping()
+        class DeferForCausalLM(nn.Module, SupportsEagle3):
+            def __init__(self):
+                self.model = Deferring()
+    """,
     "vllm/model_executor/models/wrap.py": """
         from .interfaces import SupportsEagle3, SupportsMultiModal
         from .utils import init_vllm_registered_model
@@ -122,6 +144,8 @@ def rows():
     ("WrapVL", "wrap", "broken-undeclared", "language_model.model -> GoodModel"),
     ("AnyVL", "wrap", "unresolvable statically", "language_model"),
     ("GoodEmbed", "good", "not applicable", ""),
+    ("DropForCausalLM", "drop", "broken-declared-not-implemented", "model -> Dropping"),
+    ("DeferForCausalLM", "drop", "works", "model -> Deferring"),
 ])
 def test_classification(rows, arch, module, status, holder):
     row = rows[(arch, module)]
@@ -135,3 +159,4 @@ def test_reasons_and_forward_pass_through(rows):
     assert rows[("GoodForCausalLM", "good")].passes_through is True
     assert rows[("PlainForCausalLM", "good")].passes_through is True
     assert rows[("PostForCausalLM", "good")].passes_through is False
+    assert rows[("DropForCausalLM", "drop")].reason == "Dropping inherits EagleModelMixin but its forward never captures"

@@ -70,7 +70,7 @@ def classify(tree: SourceTree) -> list[Row]:
             if status is None:
                 status = UNRESOLVABLE
             elif status == NOT_APPLICABLE_STATUS:
-                reason = NO_CAPTURE
+                reason = f"{reason}: {NO_CAPTURE}" if reason else NO_CAPTURE
             rows.append(Row(entry.arch, ref.key, entry.table, status, reason, contract.holder,
                             contract.passes_through, contract.holder_classes, contract.declared))
     return rows

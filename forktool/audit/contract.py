@@ -182,13 +182,32 @@ class ContractReader:
             holders += [h for h in inner if h not in holders]
             via_model = True
         path = ".".join(p for p in (lm_attr, "model" if via_model else "") if p) or "self"
-        mixins = [any(_is(a, "EagleModelMixin") for a in self.tree.mro(h)) for h in holders]
+        is_mixin = [any(_is(a, "EagleModelMixin") for a in self.tree.mro(h)) for h in holders]
+        mixins = [m and self._captures(h) for m, h in zip(is_mixin, holders)]
         implemented = True if all(mixins) else False if not any(mixins) else None
         names = ", ".join(sorted({h.name for h in holders}))
-        return Contract(declared, implemented, f"{path} -> {names}",
-                        "" if implemented is not None else "platform variants differ",
+        dropped = [h.name for m, c, h in zip(is_mixin, mixins, holders) if m and not c]
+        reason = "platform variants differ" if implemented is None else (
+            f"{', '.join(dropped)} inherits EagleModelMixin but its forward never captures" if dropped else "")
+        return Contract(declared, implemented, f"{path} -> {names}", reason,
                         self._passes_through(ref, {lm_attr or "model", path}),
                         tuple(sorted({h.key for h in holders})))
+
+    def _captures(self, holder: ClassRef) -> bool:
+        """The holder's forward (as inherited) touches aux hidden states: a mixin whose forward was
+        overridden without capture would accept the layers and then never return them."""
+        for cls in self.tree.mro(holder):
+            forward = next((n for n in cls.node.body if isinstance(n, ast.FunctionDef) and n.name == "forward"),
+                           None)
+            if forward is None:
+                continue
+            names = [n.attr if isinstance(n, ast.Attribute) else n.id for n in ast.walk(forward)
+                     if isinstance(n, (ast.Attribute, ast.Name))]
+            if any("aux_hidden" in name for name in names):
+                return True
+            if "super" not in names:  # an override that neither captures nor defers to its base
+                return False
+        return True
 
     def _path_classes(self, ref: ClassRef, dotted: str) -> tuple[list[ClassRef], str]:
         current, reason = [ref], ""
