@@ -7,9 +7,8 @@ import zipfile
 from itertools import groupby
 from pathlib import Path
 
-from forktool.apply import apply_edits, require_no_broken
 from forktool.atomic import atomic_dir
-from forktool.project import Project
+from forktool.project import Project, assemble
 
 # Overlay files that exist only to describe the fork build; they are never proposed upstream.
 FORK_ONLY_OVERLAY = ("vllm/_fork/",)
@@ -44,19 +43,17 @@ def export_series(project: Project, upstream_wheel: Path, out_dir: Path) -> list
     """Write out_dir/NNNN-*.patch (replacing out_dir atomically); absorbed edits produce nothing."""
     with zipfile.ZipFile(upstream_wheel) as zin:
         names = set(zin.namelist())
-        edits = project.edits()
-        sources = {e.target: zin.read(e.target).decode("utf-8") for e in edits if e.target in names}
-    changed, results = apply_edits(sources, edits)
-    require_no_broken(results)
-    applied = {id(r.edit) for r in results if r.status == "clean"}
+        fork = assemble(project, lambda p: zin.read(p).decode("utf-8"), names)
+        fork.require_buildable(names, upstream_wheel.name)
+        originals = {path: zin.read(path).decode("utf-8") for path in fork.changed}
     patches: list[tuple[str, str, list[str]]] = []
-    for spec_file, group in groupby(edits, key=lambda e: e.spec_file):
-        live = [e for e in group if id(e) in applied]
+    for _, group in groupby(fork.results, key=lambda r: r.edit.spec_file):
+        live = [r.edit for r in group if r.status == "clean"]
         if live:
             subject, body = _edit_message(live)
-            patches.append((subject, body, [_diff(live[0].target, sources[live[0].target],
-                                                  changed[live[0].target])]))
-    overlay = {p: d for p, d in project.overlay().items() if not p.startswith(FORK_ONLY_OVERLAY)}
+            target = live[0].target
+            patches.append((subject, body, [_diff(target, originals[target], fork.changed[target])]))
+    overlay = {p: d for p, d in fork.overlay.items() if not p.startswith(FORK_ONLY_OVERLAY)}
     if overlay:
         body = "New files of the fork, at their path inside vLLM:\n" + "\n".join(overlay)
         patches.append(("[Model] Add the fork's new modules", body,
