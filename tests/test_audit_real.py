@@ -8,9 +8,10 @@ import zipfile
 import pytest
 
 from conftest import run_forktool
-from forktool.audit.classify import against_baseline, classify
+from forktool.audit.classify import against_baseline, classify, refused_architectures
 from forktool.audit.report import counts
 from forktool.audit.run import fork_and_upstream
+from forktool.audit.symbols import SourceTree
 
 AMD_KIMI = ("KimiLinearForCausalLM", "vllm.models.kimi_k3.amd.linear.KimiLinearForCausalLM")
 CUDA_KIMI = ("KimiLinearForCausalLM", "vllm.models.kimi_k3.nvidia.model.KimiLinearForCausalLM")
@@ -60,15 +61,25 @@ def test_counts_upstream_and_fork(audits):
     _, _, upstream, fork = audits
     before, after = counts(upstream)["generation"], counts(fork)["generation"]
     assert (before["broken-undeclared"], before["broken-declared-not-implemented"]) == (28, 4)
-    assert (after["broken-undeclared"], after["fixed by fork"]) == (27, 1)
+    assert (after["broken-undeclared"], after["broken-declared-not-implemented"]) == (0, 0)
+    assert (after["fixed by fork"], after["refused by fork"]) == (28, 4)
     assert sum(before.values()) == sum(after.values())
+
+
+def test_refusal_table_is_exactly_the_upstream_declared_not_implemented_set(audits, project):
+    _, fork, upstream, _ = audits
+    not_implemented = {r.arch for r in upstream if r.status == "broken-declared-not-implemented"}
+    tree = SourceTree(lambda path: (project.root / path).read_text(), {"vllm/_fork/eagle3.py"})
+    assert refused_architectures(tree) == not_implemented
+    assert {a for (a, _), r in fork.items() if r.status == "refused by fork"} == not_implemented
 
 
 def test_cli_table_and_json(audits):
     done = run_forktool("audit", "--json")
     data = json.loads(done.stdout)
-    assert done.returncode == 1  # the fork still has broken generation architectures (issue 3)
-    assert data["counts"]["generation"]["fixed by fork"] == 1
+    assert done.returncode == 0, done.stdout[-2000:]  # no broken generation architecture on the fork
+    assert data["counts"]["generation"]["fixed by fork"] == 28
+    assert run_forktool("audit").stdout.strip().endswith("broken generation architectures: 0")
     table = run_forktool("audit", "--tree", "upstream").stdout
     assert "broken-undeclared                Glm4ForCausalLM" in table
     assert table.strip().endswith("broken generation architectures: 32")

@@ -28,6 +28,8 @@ FILES = {
             "CustomForCausalLM": ("custom", "CustomForCausalLM"),
             "DropForCausalLM": ("drop", "DropForCausalLM"),
             "DeferForCausalLM": ("drop", "DeferForCausalLM"),
+            "RelayASR": ("relay", "RelayASR"),
+            "BentASR": ("relay", "BentASR"),
         }
         _MULTIMODAL_MODELS = {
             "WrapVL": ("wrap", "WrapVL"),
@@ -54,6 +56,33 @@ FILES = {
             def forward(self, x):
                 hidden = self.model(x)
                 return self.norm(hidden)
+    """,
+    "vllm/model_executor/models/relay.py": """
+        from .good import GoodModel
+        from .interfaces import SupportsMultiModal
+        class Relay(nn.Module):
+            def __init__(self):
+                self.encoder = Encoder()
+                self.decoder = GoodModel()
+            def forward(self, x):
+                out = self.decoder(x)
+                return out
+        class Bent(Relay):
+            def forward(self, x):
+                return self.decoder(x)[0]
+        class RelayASR(nn.Module, SupportsMultiModal):
+            def __init__(self):
+                self.model = Relay()
+            def get_language_model(self):
+                return self.model.decoder
+            def forward(self, x):
+                return self.model(x)
+        class BentASR(RelayASR):
+            def __init__(self):
+                self.model = Bent()
+    """,
+    "vllm/_fork/eagle3.py": """
+        NOT_IMPLEMENTED: dict[str, tuple[str, str]] = {"LieForCausalLM": ("no capture", "mtp")}
     """,
     "vllm/model_executor/models/lie.py": """
         from vllm.model_executor.models import interfaces
@@ -136,7 +165,7 @@ def rows():
 @pytest.mark.parametrize("arch, module, status, holder", [
     ("GoodForCausalLM", "good", "works", "model -> GoodModel"),
     ("PlainForCausalLM", "good", "broken-undeclared", "model -> GoodModel"),
-    ("LieForCausalLM", "lie", "broken-declared-not-implemented", "model -> Decoder"),
+    ("LieForCausalLM", "lie", "refused by fork", "model -> Decoder"),
     ("NoCaptureForCausalLM", "lie", "not applicable", "model -> Decoder"),
     ("SplitForCausalLM", "amd", "broken-undeclared", "model -> GoodModel"),
     ("SplitForCausalLM", "nvidia", "works", "model -> GoodModel"),
@@ -159,4 +188,14 @@ def test_reasons_and_forward_pass_through(rows):
     assert rows[("GoodForCausalLM", "good")].passes_through is True
     assert rows[("PlainForCausalLM", "good")].passes_through is True
     assert rows[("PostForCausalLM", "good")].passes_through is False
+    # forward calls a middle module whose own forward returns the decoder's output untouched (FunASR).
+    assert rows[("RelayASR", "relay")].holder == "model.decoder -> GoodModel"
+    assert rows[("RelayASR", "relay")].passes_through is True
+    assert rows[("BentASR", "relay")].passes_through is False
+
+
+def test_refusal_table_turns_declared_not_implemented_into_refused(rows):
+    assert rows[("LieForCausalLM", "lie")].reason.startswith("config validation refuses aux-state methods")
+    # Declared-not-implemented without a refusal entry stays broken.
+    assert rows[("DropForCausalLM", "drop")].status == "broken-declared-not-implemented"
     assert rows[("DropForCausalLM", "drop")].reason == "Dropping inherits EagleModelMixin but its forward never captures"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import asdict, dataclass
 
 from forktool.audit.contract import ContractReader
@@ -17,6 +18,9 @@ from forktool.audit.symbols import SourceTree
 WORKS, FIXED = "works", "fixed by fork"
 UNDECLARED, NOT_IMPLEMENTED = "broken-undeclared", "broken-declared-not-implemented"
 NOT_APPLICABLE_STATUS, UNRESOLVABLE = "not applicable", "unresolvable statically"
+REFUSED = "refused by fork"
+# The fork's table of declared-but-not-implemented targets that config validation refuses early.
+REFUSAL_MODULE, REFUSAL_TABLE = "vllm._fork.eagle3", "NOT_IMPLEMENTED"
 BROKEN = (UNDECLARED, NOT_IMPLEMENTED)
 NO_CAPTURE = "inner model captures no aux hidden states: EAGLE3-family drafters unsupported (use mtp, ngram or draft_model)"
 
@@ -47,9 +51,22 @@ def _verdict(declared: bool, implemented: bool | None) -> str | None:
     return UNDECLARED if implemented else NOT_APPLICABLE_STATUS
 
 
+def refused_architectures(tree: SourceTree) -> set[str]:
+    """Architectures the tree's fork overlay refuses at config time (empty for an upstream tree)."""
+    module = tree.module(REFUSAL_MODULE)
+    if module is None:
+        return set()
+    for node in module.tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign) else None)
+        if isinstance(target, ast.Name) and target.id == REFUSAL_TABLE and isinstance(node.value, ast.Dict):
+            return {k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    return set()
+
+
 def classify(tree: SourceTree) -> list[Row]:
     """One row per architecture class of the registry in `tree`."""
     entries = read_registry(tree.read(REGISTRY_PATH))
+    refused = refused_architectures(tree)
     registry = {e.arch: (e.module, e.cls) for e in entries}
     reader = ContractReader(tree, registry)
     rows = []
@@ -71,6 +88,8 @@ def classify(tree: SourceTree) -> list[Row]:
                 status = UNRESOLVABLE
             elif status == NOT_APPLICABLE_STATUS:
                 reason = f"{reason}: {NO_CAPTURE}" if reason else NO_CAPTURE
+            elif status == NOT_IMPLEMENTED and entry.arch in refused:
+                status, reason = REFUSED, f"config validation refuses aux-state methods ({reason or contract.holder})"
             rows.append(Row(entry.arch, ref.key, entry.table, status, reason, contract.holder,
                             contract.passes_through, contract.holder_classes, contract.declared))
     return rows

@@ -222,7 +222,7 @@ class ContractReader:
             current = step
         return current, ""
 
-    def _passes_through(self, ref: ClassRef, callees: set[str]) -> bool | None:
+    def _passes_through(self, ref: ClassRef, callees: set[str], depth: int = 0) -> bool | None:
         """True if every return of forward is the inner model's call result, untouched."""
         found = _method(self.tree, ref, "forward")
         if found is None:
@@ -230,7 +230,10 @@ class ContractReader:
         forward = found[1]
 
         def inner_call(value: ast.expr) -> bool:
-            return isinstance(value, ast.Call) and _self_attr(value.func) in callees
+            if not isinstance(value, ast.Call):
+                return False
+            attr = _self_attr(value.func)
+            return attr in callees or (attr is not None and depth < 2 and self._delegates(ref, attr, callees, depth))
 
         assigned: dict[str, list[ast.expr]] = {}
         for node in ast.walk(forward):
@@ -241,3 +244,11 @@ class ContractReader:
             return None
         return all(inner_call(v) or (isinstance(v, ast.Name) and v.id in assigned
                                      and all(inner_call(a) for a in assigned[v.id])) for v in returns)
+
+    def _delegates(self, ref: ClassRef, attr: str, callees: set[str], depth: int) -> bool:
+        """forward calls self.<attr>, a module on the way to the inner model whose forward passes it through
+        (FunASR: self.model(...) returns self.model.decoder(...))."""
+        rest = {c[len(attr) + 1:] for c in callees if c.startswith(attr + ".")}
+        middle, _ = self._path_classes(ref, attr) if rest else ([], "")
+        return bool(middle) and all(self._passes_through(m, rest, depth + 1) for m in middle)
+

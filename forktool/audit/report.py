@@ -7,7 +7,7 @@ from collections import Counter
 
 from forktool.audit.classify import BROKEN, Row, is_generation
 
-ORDER = ("works", "fixed by fork", "broken-undeclared", "broken-declared-not-implemented",
+ORDER = ("works", "fixed by fork", "refused by fork", "broken-undeclared", "broken-declared-not-implemented",
          "unresolvable statically", "not applicable")
 
 

@@ -7,7 +7,7 @@ from typing import Callable
 
 import libcst as cst
 
-from forktool.ops import bases, imports, literals
+from forktool.ops import bases, imports, literals, statements
 from forktool.ops.base import Outcome
 
 
@@ -25,4 +25,6 @@ OPERATIONS: dict[str, Operation] = {
     "ensure_import": Operation(imports.FIELDS, imports.apply, imports.describe),
     "add_entry": Operation(literals.ENTRY_FIELDS, literals.apply_entry, literals.describe_entry),
     "add_literal_member": Operation(literals.MEMBER_FIELDS, literals.apply_member, literals.describe_member),
+    "replace_expression": Operation(statements.REPLACE_FIELDS, statements.apply_replace, statements.describe_replace),
+    "insert_statement": Operation(statements.INSERT_FIELDS, statements.apply_insert, statements.describe_insert),
 }

@@ -1,0 +1,138 @@
+"""Operations scoped to one function: replace_expression and insert_statement."""
+
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+
+from forktool.ops.base import Outcome, parse_expr
+
+REPLACE_FIELDS = {"function": True, "old": True, "new": True}
+INSERT_FIELDS = {"function": True, "before": True, "statement": True}
+
+
+def _shape(code: str, mode: str) -> str | None:
+    """Layout-free identity of code: its AST dump (quotes, wrapping, implicit concatenation ignored)."""
+    try:
+        tree = ast.parse(f"({code})" if mode == "eval" else code, mode=mode)
+    except SyntaxError:
+        return None
+    return ast.dump(tree)
+
+
+def _code(node: cst.CSTNode) -> str:
+    """Exact source text of a node (whitespace kept: the AST parse needs it)."""
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def _statement_code(stmt: cst.BaseStatement) -> str:
+    return _code(stmt.with_changes(leading_lines=[]))
+
+
+def _parse_statement(source: str, field: str) -> cst.BaseStatement:
+    try:
+        module = cst.parse_module(source.strip() + "\n")
+    except cst.ParserSyntaxError as exc:
+        raise ValueError(f"field '{field}' is not a Python statement: {source!r}") from exc
+    if len(module.body) != 1:
+        raise ValueError(f"field '{field}' must hold exactly one statement: {source!r}")
+    return module.body[0]
+
+
+class _InFunction(cst.CSTTransformer):
+    """Tracks whether the walk is inside the function named `Class.method` (or plain `function`)."""
+
+    def __init__(self, qualname: str):
+        self.qualname, self.scope, self.depth = qualname, [], 0
+        self.matches = self.present = 0
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.scope.append(node.name.value)
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        self.scope.pop()
+        return updated
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.scope.append(node.name.value)
+        if ".".join(self.scope) == self.qualname:
+            self.depth += 1
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        if ".".join(self.scope) == self.qualname:
+            self.depth -= 1
+        self.scope.pop()
+        return updated
+
+
+class _ReplaceExpression(_InFunction):
+    def __init__(self, qualname: str, old: str, new: cst.BaseExpression):
+        super().__init__(qualname)
+        self.old, self.new = _shape(old, "eval"), new
+        self.new_shape = _shape(_code(new), "eval")
+        self.kind = type(parse_expr(old, "old"))
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
+        updated = super().on_leave(original, updated)
+        if not self.depth or not isinstance(original, (self.kind, type(self.new))):
+            return updated
+        shape = _shape(_code(original), "eval")
+        if shape == self.old:
+            self.matches += 1
+            return self.new
+        if shape == self.new_shape:
+            self.matches += 1
+            self.present += 1
+        return updated
+
+
+class _InsertStatement(_InFunction):
+    def __init__(self, qualname: str, before: str, statement: cst.BaseStatement):
+        super().__init__(qualname)
+        self.before, self.statement = _shape(before, "exec"), statement
+        self.statement_shape = _shape(_statement_code(statement), "exec")
+
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+        if not self.depth:
+            return updated
+        body: list[cst.BaseStatement] = []
+        for stmt in updated.body:
+            if _shape(_statement_code(stmt), "exec") == self.before:
+                self.matches += 1
+                if body and _shape(_statement_code(body[-1]), "exec") == self.statement_shape:
+                    self.present += 1
+                else:
+                    # The anchor's blank lines and comments now sit above the inserted statement.
+                    body.append(self.statement.with_changes(leading_lines=stmt.leading_lines))
+                    stmt = stmt.with_changes(leading_lines=[])
+            body.append(stmt)
+        return updated.with_changes(body=body)
+
+
+def apply_replace(module: cst.Module, spec: dict) -> Outcome:
+    """Replace each expression equal to `old` (layout ignored) inside `function` with `new`."""
+    transformer = _ReplaceExpression(spec["function"], spec["old"], parse_expr(spec["new"], "new"))
+    if transformer.old is None:
+        raise ValueError(f"field 'old' is not a Python expression: {spec['old']!r}")
+    edited = module.visit(transformer)
+    return Outcome(transformer.matches, transformer.present, edited)
+
+
+def apply_insert(module: cst.Module, spec: dict) -> Outcome:
+    """Insert `statement` right before each statement equal to `before` inside `function`."""
+    anchor = _parse_statement(spec["before"], "before")
+    transformer = _InsertStatement(spec["function"], _statement_code(anchor),
+                                   _parse_statement(spec["statement"], "statement"))
+    edited = module.visit(transformer)
+    return Outcome(transformer.matches, transformer.present, edited)
+
+
+def describe_replace(spec: dict) -> str:
+    """Short anchor text for messages."""
+    return f"in {spec['function']}: expression {spec['old']!r}"
+
+
+def describe_insert(spec: dict) -> str:
+    """Short anchor text for messages."""
+    return f"in {spec['function']}: statement {spec['before']!r}"

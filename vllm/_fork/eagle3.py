@@ -1,0 +1,105 @@
+"""The fork's EAGLE3 contract at run time: refuse known-unsound targets early and explain the rest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Methods whose drafter reads auxiliary hidden states from the target (eagle3 unless its checkpoint
+# turns use_aux_hidden_state off). DFlash2 drafts run under "dflash".
+AUX_METHODS = ("eagle3", "dflash", "dspark", "extract_hidden_states")
+
+# Architectures that declare SupportsEagle3 upstream although their decoder records no auxiliary
+# hidden states: vLLM would load every weight and then fail an assert. Each entry: why, and what works.
+NOT_IMPLEMENTED: dict[str, tuple[str, str]] = {
+    "MiMoForCausalLM": (
+        "MiMoModel.forward replaces the Qwen2 forward that records aux hidden states and records none",
+        "method 'mtp' (MiMo checkpoints carry MTP layers)",
+    ),
+    "Exaone4_5_ForConditionalGeneration": (
+        "its text decoder Exaone4Model records no aux hidden states (post-norm blocks: the capture other "
+        "decoders use would hand the drafter wrong states)",
+        "method 'mtp' (Exaone4_5_MTP)",
+    ),
+    "CohereCompassForConditionalGeneration": (
+        "its text decoder CohereCompassTextModel records no aux hidden states (parallel attention+MLP blocks)",
+        "method 'draft_model' or 'ngram' (there is no MTP head for this model)",
+    ),
+    "Qwen4ExpForConditionalGeneration": (
+        "its decoder Qwen4ExpModel carries hyper-connection streams that are combined only after the last "
+        "layer, so no per-layer hidden state exists to hand out",
+        "method 'mtp' (qwen4_exp_mtp)",
+    ),
+}
+
+_ALTERNATIVES = "method 'ngram', 'draft_model', or 'mtp' when the checkpoint has MTP layers"
+
+
+def needs_aux_hidden_states(spec_config: Any) -> bool:
+    """True when the configured drafter reads the target's auxiliary hidden states."""
+    method = getattr(spec_config, "method", None)
+    if method == "eagle3":
+        draft = getattr(spec_config, "draft_model_config", None)
+        eagle_config = getattr(getattr(draft, "hf_config", None), "eagle_config", None) or {}
+        return bool(eagle_config.get("use_aux_hidden_state", True))
+    return method in AUX_METHODS
+
+
+def target_architectures(spec_config: Any) -> list[str]:
+    """Architecture names of the target model as the config knows them (resolved one first)."""
+    target = getattr(spec_config, "target_model_config", None)
+    if target is None:
+        return []
+    names = [getattr(target, "architecture", None)]
+    names += list(getattr(target, "architectures", None) or [])
+    names += list(getattr(getattr(target, "hf_config", None), "architectures", None) or [])
+    return list(dict.fromkeys(n for n in names if isinstance(n, str)))
+
+
+def refuse_known_unsupported_target(spec_config: Any) -> None:
+    """Fail config validation, before any weight loads, for a target known to lack aux capture."""
+    if not needs_aux_hidden_states(spec_config):
+        return
+    for arch in target_architectures(spec_config):
+        if arch in NOT_IMPLEMENTED:
+            reason, alternative = NOT_IMPLEMENTED[arch]
+            raise ValueError(
+                f"speculative method '{spec_config.method}' cannot run on {arch}: the drafter needs the "
+                f"target's auxiliary hidden states, and {reason}. Use {alternative} instead."
+            )
+
+
+def _language_model_holder(model: Any) -> Any:
+    """The module the protocol's default setter would configure (language model, then `.model`)."""
+    parent = model
+    if hasattr(model, "get_language_model"):
+        parent = model.get_language_model()
+    elif hasattr(model, "language_model"):
+        parent = model.language_model
+    return getattr(parent, "model", parent)
+
+
+def eagle3_unsupported_message(model: Any, spec_config: Any = None) -> str:
+    """The error for a target without SupportsEagle3: what it is, which method, and what to do."""
+    cls = model if isinstance(model, type) else type(model)
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    method = getattr(spec_config, "method", None) or "eagle3"
+    diagnosis = ""
+    if not isinstance(model, type):
+        try:
+            from vllm.model_executor.models.interfaces import EagleModelMixin
+
+            holder = _language_model_holder(model)
+            if isinstance(holder, EagleModelMixin):
+                diagnosis = (
+                    f" Its language model {type(holder).__name__} already records aux hidden states, so only "
+                    "the declaration is missing: add SupportsEagle3 to the class bases (please report it)."
+                )
+            else:
+                diagnosis = f" Its language model {type(holder).__name__} records no aux hidden states."
+        except Exception:  # the message must never hide the original failure
+            diagnosis = ""
+    return (
+        f"Model does not support EAGLE3 interface: {name} does not declare SupportsEagle3, which speculative "
+        f"method '{method}' needs to read auxiliary hidden states from the target.{diagnosis} "
+        f"Use {_ALTERNATIVES} instead."
+    )
