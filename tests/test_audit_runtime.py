@@ -49,3 +49,43 @@ def test_declared_and_implemented_match_the_loaded_classes(fork_rows):
         print(f"  {cls}: {why}")
     assert disagreements == []
     assert checked >= 0.9 * len(fork_rows), unimportable
+
+
+def _generation_rows():
+    """Fork audit rows of generation architectures whose decoder the audit resolved (collection time)."""
+    from forktool.audit.classify import is_generation
+    from forktool.fetch import fetch
+    from forktool.project import REPO_ROOT, Project
+
+    project = Project(REPO_ROOT)
+    path, _ = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
+    with zipfile.ZipFile(path) as wheel:
+        rows = classify(fork_and_upstream(project, wheel)[0])
+    return [r for r in rows if is_generation(r) and r.declared is not None and r.holder_classes]
+
+
+def pytest_generate_tests(metafunc):
+    if "generation_row" in metafunc.fixturenames:
+        rows = _generation_rows()
+        metafunc.parametrize("generation_row", rows, ids=[f"{r.arch}@{r.cls.rsplit('.', 2)[-2]}" for r in rows])
+
+
+def test_declared_if_and_only_if_the_decoder_accepts_aux_layers(generation_row):
+    """On the fork, supports_eagle3(cls) holds exactly when the protocol's setter would accept the decoder;
+    the only declared-but-not-accepting classes are the ones config validation refuses."""
+    from vllm._fork.eagle3 import NOT_IMPLEMENTED
+    from vllm.model_executor.models.interfaces import EagleModelMixin, supports_eagle3
+
+    row = generation_row
+    try:
+        cls = _load(row.cls)
+        holders = [_load(key) for key in row.holder_classes]
+    except Exception as exc:  # noqa: BLE001 - platform-only modules (ROCm, TPU, CUDA FA) do not import here
+        pytest.skip(f"not importable on the CPU: {type(exc).__name__}: {exc}"[:200])
+    custom = "custom setter" in row.holder
+    accepts = custom or all(issubclass(h, EagleModelMixin) for h in holders)
+    captures = accepts and "never captures" not in row.reason
+    if row.arch in NOT_IMPLEMENTED:
+        assert supports_eagle3(cls) and not captures and row.status == "refused by fork"
+    else:
+        assert bool(supports_eagle3(cls)) == captures, (row.status, row.holder)

@@ -168,7 +168,7 @@ class ContractReader:
         lm_attr = self._language_model_attr(ref)
         if lm_attr is None:
             return Contract(declared, None, "?", "its language model is not one attribute set in __init__")
-        parents, reason = ([ref], "") if lm_attr == "" else self._path_classes(ref, lm_attr)
+        parents, reason = ([ref], "") if lm_attr == "" else self.path_classes(ref, lm_attr)
         if not parents:
             return Contract(declared, None, lm_attr, reason)
         holders, via_model = [], False
@@ -209,7 +209,7 @@ class ContractReader:
                 return False
         return True
 
-    def _path_classes(self, ref: ClassRef, dotted: str) -> tuple[list[ClassRef], str]:
+    def path_classes(self, ref: ClassRef, dotted: str) -> tuple[list[ClassRef], str]:
         current, reason = [ref], ""
         for attr in dotted.split("."):
             step = []
@@ -249,6 +249,6 @@ class ContractReader:
         """forward calls self.<attr>, a module on the way to the inner model whose forward passes it through
         (FunASR: self.model(...) returns self.model.decoder(...))."""
         rest = {c[len(attr) + 1:] for c in callees if c.startswith(attr + ".")}
-        middle, _ = self._path_classes(ref, attr) if rest else ([], "")
+        middle, _ = self.path_classes(ref, attr) if rest else ([], "")
         return bool(middle) and all(self._passes_through(m, rest, depth + 1) for m in middle)
 

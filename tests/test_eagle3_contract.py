@@ -1,0 +1,106 @@
+"""The installed fork's EAGLE3 contract at run time: early refusal at config validation, clear runner errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from vllm._fork.eagle3 import NOT_IMPLEMENTED, refuse_known_unsupported_target
+
+PROBE = Path(__file__).parent / "scripts" / "spec_config_probe.py"
+
+
+def _skeleton(cls):
+    instance = object.__new__(cls)
+    torch.nn.Module.__init__(instance)
+    return instance
+
+
+def _spec(method: str, arch: str | None = None, use_aux: bool | None = None) -> SimpleNamespace:
+    eagle_config = {} if use_aux is None else {"use_aux_hidden_state": use_aux}
+    draft = SimpleNamespace(hf_config=SimpleNamespace(eagle_config=eagle_config))
+    target = SimpleNamespace(architecture=arch, architectures=[arch], hf_config=SimpleNamespace(architectures=[arch]))
+    return SimpleNamespace(method=method, draft_model_config=draft, target_model_config=target)
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory):
+    """Real engine-config validation (EngineArgs.create_engine_config) in one subprocess for all cases."""
+    out = tmp_path_factory.mktemp("probe") / "results.json"
+    cases = [f"{arch}:eagle3" for arch in NOT_IMPLEMENTED] + ["Qwen2ForCausalLM:eagle3", "MiMoForCausalLM:ngram"]
+    done = subprocess.run([sys.executable, str(PROBE), str(out), *cases], capture_output=True, text=True,
+                          cwd=out.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("arch", sorted(NOT_IMPLEMENTED))
+def test_engine_config_refuses_eagle3_on_declared_not_implemented_targets(probed, arch):
+    result = probed[f"{arch}:eagle3"]
+    assert not result["accepted"]
+    reason, alternative = NOT_IMPLEMENTED[arch]
+    assert f"speculative method 'eagle3' cannot run on {arch}" in result["error"]
+    assert f"Use {alternative} instead" in result["error"]
+
+
+def test_engine_config_still_accepts_what_works(probed):
+    assert probed["Qwen2ForCausalLM:eagle3"] == {"accepted": True, "error": ""}
+    assert probed["MiMoForCausalLM:ngram"] == {"accepted": True, "error": ""}  # no aux states needed
+
+
+@pytest.mark.parametrize("method", ["eagle3", "dflash", "dspark", "extract_hidden_states"])
+def test_every_aux_state_method_is_refused(method):
+    with pytest.raises(ValueError, match=f"method '{method}' cannot run on MiMoForCausalLM"):
+        refuse_known_unsupported_target(_spec(method, "MiMoForCausalLM"))
+
+
+@pytest.mark.parametrize("spec", [
+    _spec("mtp", "MiMoForCausalLM"),
+    _spec("ngram", "Exaone4_5_ForConditionalGeneration"),
+    _spec("eagle3", "MiMoForCausalLM", use_aux=False),  # an EAGLE-3 head trained without aux states
+    _spec("eagle3", "LlamaForCausalLM"),
+    SimpleNamespace(method="eagle3", target_model_config=None, draft_model_config=None),
+], ids=["mtp", "ngram", "eagle3-no-aux", "declared-and-implemented", "no-target"])
+def test_what_is_not_refused(spec):
+    refuse_known_unsupported_target(spec)
+
+
+def test_v2_runner_error_names_class_method_and_what_to_do():
+    from vllm.model_executor.models.exaone4 import Exaone4ForCausalLM, Exaone4Model
+    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import set_eagle3_aux_hidden_state_layers
+
+    target = _skeleton(Exaone4ForCausalLM)
+    target.model = _skeleton(Exaone4Model)
+    with pytest.raises(RuntimeError) as raised:
+        set_eagle3_aux_hidden_state_layers(target, _spec("dflash"))
+    message = str(raised.value)
+    assert message.startswith("Model does not support EAGLE3 interface: "
+                              "vllm.model_executor.models.exaone4.Exaone4ForCausalLM does not declare SupportsEagle3")
+    assert "method 'dflash'" in message
+    assert "Its language model Exaone4Model records no aux hidden states." in message
+    assert "Use method 'ngram', 'draft_model', or 'mtp'" in message
+
+
+def test_v1_runner_error_says_when_only_the_declaration_is_missing():
+    from vllm.model_executor.models.llama import LlamaModel
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    class OutOfTreeForCausalLM(torch.nn.Module):  # wraps a capturing decoder, forgets the declaration
+        pass
+
+    target = _skeleton(OutOfTreeForCausalLM)
+    target.model = _skeleton(LlamaModel)
+    runner = SimpleNamespace(use_aux_hidden_state_outputs=True, get_model=lambda: target,
+                             speculative_config=_spec("eagle3"))
+    with pytest.raises(RuntimeError) as raised:
+        GPUModelRunner._setup_eagle3_aux_hidden_state_outputs(runner)
+    message = str(raised.value)
+    assert "OutOfTreeForCausalLM does not declare SupportsEagle3" in message
+    assert "method 'eagle3'" in message
+    assert "Its language model LlamaModel already records aux hidden states" in message
