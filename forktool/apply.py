@@ -14,7 +14,7 @@ from forktool.specs import Edit
 
 @dataclass(frozen=True)
 class EditResult:
-    """clean (applied here), absorbed (upstream already has it) or broken, with a one-line reason."""
+    """clean (applied), absorbed (already upstream), broken, or absent (file not in an allowed older base)."""
 
     edit: Edit
     status: str
@@ -44,14 +44,17 @@ def _apply_one(module: cst.Module, edit: Edit) -> tuple[cst.Module, EditResult]:
     return outcome.module, EditResult(edit, status)
 
 
-def apply_edits(sources: dict[str, str], edits: list[Edit]) -> tuple[dict[str, str], list[EditResult]]:
-    """Edited text of every touched file that changed, and one result per edit (in spec order)."""
+def apply_edits(sources: dict[str, str], edits: list[Edit],
+                missing: str = "broken") -> tuple[dict[str, str], list[EditResult]]:
+    """Edited text of every touched file that changed, and one result per edit (in spec order).
+
+    `missing` is the status of edits whose file is not in `sources` (broken, or absent when allowed)."""
     changed: dict[str, str] = {}
     results: list[EditResult] = []
     for target, group in groupby(edits, key=lambda e: e.target):
         group = list(group)
         if target not in sources:
-            results += [EditResult(e, "broken", f"upstream has no file {target}") for e in group]
+            results += [EditResult(e, missing, f"upstream has no file {target}") for e in group]
             continue
         try:
             module = cst.parse_module(sources[target])

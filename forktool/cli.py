@@ -15,7 +15,7 @@ def _build(args, project: Project) -> int:
     from forktool.wheelbuild import build_wheel
 
     wheel, digest = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
-    out = build_wheel(project, wheel, digest, Path(args.out), args.label or project.label)
+    out = build_wheel(project, wheel, digest, Path(args.out), args.label or project.label, args.allow_absent)
     print(out)
     return 0
 
@@ -56,6 +56,10 @@ def parser() -> argparse.ArgumentParser:
     build = verbs.add_parser("build", help="patched fork wheel from the pinned upstream wheel")
     build.add_argument("--out", default="dist")
     build.add_argument("--label", default=None, help="local version label (default: pyproject.toml)")
+    build.add_argument("--pin", default=None,
+                       help="another pin file (a test-only base, e.g. requirements/cpu-base.txt)")
+    build.add_argument("--allow-absent", action="store_true",
+                       help="record edits whose file this base does not have yet as absent instead of failing")
     build.set_defaults(run=_build)
     tree = verbs.add_parser("tree", help="patched source tree from the pinned sdist, for a CUDA build")
     tree.add_argument("--out", default="build/tree")
@@ -79,6 +83,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     project = Project(Path(args.repo).resolve()) if args.repo else Project()
+    if getattr(args, "pin", None):
+        project = Project(project.root, args.pin)
     try:
         return args.run(args, project)
     except ForkError as exc:

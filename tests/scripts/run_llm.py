@@ -1,0 +1,54 @@
+"""One offline vLLM run on the CPU, greedy, reported as JSON (tokens, or the error that stopped it).
+
+Usage: python run_llm.py OUT_JSON MODELS_DIR TARGET MODE
+TARGET: glm4 | qwen2audio (folders of tiny_models.py); MODE: nospec | eagle3 | dflash.
+The vllm package is whatever this interpreter imports (PYTHONPATH may put the fork's tree first).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+PROMPTS = [[2, 10, 11, 12, 13, 14, 15, 16], [2, 100, 37, 200, 5, 77], [2, *range(40, 72)]]
+MAX_TOKENS = 24
+
+
+def _speculative(mode: str, models: Path) -> dict | None:
+    if mode == "nospec":
+        return None
+    return {"method": mode, "model": str(models / mode), "num_speculative_tokens": 2}
+
+
+def run(models: Path, target: str, mode: str) -> dict:
+    """Generate with one engine; any failure is returned with its text, never raised."""
+    started = time.time()
+    try:
+        import vllm
+        from vllm import LLM, SamplingParams
+
+        extra = {}
+        if target == "qwen2audio":
+            # vLLM's EAGLE proposer reads image_token_index from any multimodal target config it does
+            # not special-case (Qwen2-Audio has none): a known upstream quirk, unrelated to the contract.
+            extra["hf_overrides"] = {"image_token_index": 252}
+        llm = LLM(model=str(models / target), dtype="float32", enforce_eager=True, max_model_len=256,
+                  max_num_seqs=4, seed=0, speculative_config=_speculative(mode, models), **extra)
+        params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True)
+        outputs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], params, use_tqdm=False)
+        tokens = [list(o.outputs[0].token_ids) for o in outputs]
+        return {"ok": True, "tokens": tokens, "vllm": vllm.__version__, "vllm_file": vllm.__file__,
+                "seconds": round(time.time() - started, 1)}
+    except BaseException as exc:  # noqa: BLE001 - the engine's own error is the result
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:],
+                "seconds": round(time.time() - started, 1)}
+
+
+if __name__ == "__main__":  # vLLM spawns workers: the guard keeps them from re-running this
+    out, models, target, mode = sys.argv[1:5]
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; the default asks for far more
+    Path(out).write_text(json.dumps(run(Path(models), target, mode)))

