@@ -32,8 +32,11 @@ def _export(args, project: Project) -> int:
     from forktool.export import export_series
 
     wheel, _ = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
-    for patch in export_series(project, wheel, Path(args.out)):
+    notes: list[str] = []
+    for patch in export_series(project, wheel, Path(args.out), notes):
         print(patch)
+    for note in notes:
+        print(note, file=sys.stderr)
     return 0
 
 

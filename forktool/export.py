@@ -39,8 +39,16 @@ def _edit_message(edits) -> tuple[str, str]:
     return subject, body
 
 
-def export_series(project: Project, upstream_wheel: Path, out_dir: Path) -> list[Path]:
-    """Write out_dir/NNNN-*.patch (replacing out_dir atomically); absorbed edits produce nothing."""
+def uses_fork_only_overlay(edits) -> bool:
+    """An edit that names the fork-only overlay (`vllm._fork…`) cannot be proposed upstream as it is."""
+    return any("vllm._fork" in str(value) for e in edits for value in e.params.values())
+
+
+def export_series(project: Project, upstream_wheel: Path, out_dir: Path,
+                  notes: list[str] | None = None) -> list[Path]:
+    """Write out_dir/NNNN-*.patch (replacing out_dir atomically); absorbed edits produce nothing.
+
+    Specs whose edits use the fork-only overlay are not exported; each gets a line in `notes`."""
     with zipfile.ZipFile(upstream_wheel) as zin:
         names = set(zin.namelist())
         fork = assemble(project, lambda p: zin.read(p).decode("utf-8"), names)
@@ -49,6 +57,10 @@ def export_series(project: Project, upstream_wheel: Path, out_dir: Path) -> list
     patches: list[tuple[str, str, list[str]]] = []
     for _, group in groupby(fork.results, key=lambda r: r.edit.spec_file):
         live = [r.edit for r in group if r.status == "clean"]
+        if live and uses_fork_only_overlay(live):
+            if notes is not None:
+                notes.append(f"not exported: {live[0].spec_file} (uses vllm._fork, which stays in the fork)")
+            continue
         if live:
             subject, body = _edit_message(live)
             target = live[0].target

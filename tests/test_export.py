@@ -18,23 +18,35 @@ def test_series_is_deterministic_and_applies_to_upstream(upstream_wheel, tmp_pat
     names = sorted(p.name for p in first.iterdir())
     assert names == sorted(p.name for p in second.iterdir())
     assert all((first / n).read_bytes() == (second / n).read_bytes() for n in names)
-    # Absorbed guards produce no patch: only the ROCm Kimi-K3 spec has live edits on 0.33.0.
-    [patch] = [first / n for n in names]
+    # One patch per spec with live edits; absorbed guards and specs using the fork-only overlay give none.
+    assert len(names) == 27  # the 26 declaration files and the ROCm Kimi-K3 one
+    assert not any("qwen3-next" in n or "name-the-model" in n or "refuse" in n for n in names)
+    assert sorted(done.stderr.splitlines()) == [
+        f"not exported: edits/{spec}.toml (uses vllm._fork, which stays in the fork)"
+        for spec in ("vllm/config/speculative.py", "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py",
+                     "vllm/v1/worker/gpu_model_runner.py")]
+    [patch] = [first / n for n in names if "rocm-xpu-kimilinear" in n]
     text = patch.read_text()
-    assert "Subject: [PATCH 1/1] [Bugfix] Declare SupportsEagle3 on the ROCm/XPU KimiLinearForCausalLM\n" in text
+    assert "] [Bugfix] Declare SupportsEagle3 on the ROCm/XPU KimiLinearForCausalLM\n" in text
     for edit in [e for e in project.edits() if e.target == EDITED]:
         assert f"Why: {edit.why}" in text and f"Upstream: {edit.upstream}" in text
         assert f"Remove when: {edit.remove_when}" in text
-    # git applies it to the pristine upstream file and the result equals the built fork's file.
+    # git applies the whole series to the pristine upstream files; each result equals the built fork's file.
     work = tmp_path / "upstream"
+    touched = [line[len("+++ b/"):] for n in names for line in (first / n).read_text().splitlines()
+               if line.startswith("+++ b/")]
+    assert EDITED in touched
     with zipfile.ZipFile(upstream_wheel[0]) as wheel:
-        (work / EDITED).parent.mkdir(parents=True)
-        (work / EDITED).write_bytes(wheel.read(EDITED))
+        for path in touched:
+            (work / path).parent.mkdir(parents=True, exist_ok=True)
+            (work / path).write_bytes(wheel.read(path))
     subprocess.run(["git", "init", "-q", str(work)], check=True)
-    done = subprocess.run(["git", "apply", "--check", str(patch)], cwd=work, capture_output=True, text=True)
+    series = [str(first / n) for n in names]
+    done = subprocess.run(["git", "apply", "--check", *series], cwd=work, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    subprocess.run(["git", "apply", str(patch)], cwd=work, check=True)
+    subprocess.run(["git", "apply", *series], cwd=work, check=True)
     build = run_forktool("build", "--out", str(tmp_path / "dist"))
     assert build.returncode == 0, build.stderr
     with zipfile.ZipFile(build.stdout.strip()) as fork:
-        assert (work / EDITED).read_bytes() == fork.read(EDITED)
+        for path in touched:
+            assert (work / path).read_bytes() == fork.read(path), path
