@@ -14,7 +14,8 @@ from forktool.specs import Edit
 
 @dataclass(frozen=True)
 class EditResult:
-    """clean (applied), absorbed (already upstream), broken, or absent (file not in an allowed older base)."""
+    """clean (applied), absorbed (already upstream), broken, or, on an older test-only base, absent (no such
+    file) or skipped (named by --skip)."""
 
     edit: Edit
     status: str

@@ -15,7 +15,8 @@ def _build(args, project: Project) -> int:
     from forktool.wheelbuild import build_wheel
 
     wheel, digest = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
-    out = build_wheel(project, wheel, digest, Path(args.out), args.label or project.label, args.allow_absent)
+    out = build_wheel(project, wheel, digest, Path(args.out), args.label or project.label,
+                      args.allow_absent, frozenset(args.skip))
     print(out)
     return 0
 
@@ -63,6 +64,8 @@ def parser() -> argparse.ArgumentParser:
                        help="another pin file (a test-only base, e.g. requirements/cpu-base.txt)")
     build.add_argument("--allow-absent", action="store_true",
                        help="record edits whose file this base does not have yet as absent instead of failing")
+    build.add_argument("--skip", action="append", default=[], metavar="SPEC:ID",
+                       help="do not try this edit on this base (repeatable); it is listed as skipped")
     build.set_defaults(run=_build)
     tree = verbs.add_parser("tree", help="patched source tree from the pinned sdist, for a CUDA build")
     tree.add_argument("--out", default="build/tree")

@@ -72,12 +72,20 @@ class Assembly:
         return files
 
 
-def assemble(project: Project, read, paths: set[str], allow_absent: bool = False) -> Assembly:
+def assemble(project: Project, read, paths: set[str], allow_absent: bool = False,
+             skip: frozenset[str] = frozenset()) -> Assembly:
     """Apply every edit to the upstream files `read(path)` among `paths`; nothing is checked for breakage.
 
-    allow_absent (for an older, test-only base): an edit whose file the base does not have yet is
-    recorded as `absent` instead of broken; the build prints it and the manifest lists it."""
+    For an older, test-only base: allow_absent records an edit whose file the base does not have yet as
+    `absent` instead of broken, and `skip` names edits (`<spec file>:<id>`) not to try there (`skipped`).
+    Both are printed by the build and listed in the manifest."""
     edits = project.edits()
-    sources = {e.target: read(e.target) for e in edits if e.target in paths}
-    changed, results = apply_edits(sources, edits, "absent" if allow_absent else "broken")
-    return Assembly(changed, results, project.overlay())
+    unknown = sorted(skip - {f"{e.spec_file}:{e.id}" for e in edits})
+    if unknown:
+        raise ForkError(f"--skip {unknown[0]}: no such edit; name it as <spec file>:<edit id>")
+    tried = [e for e in edits if f"{e.spec_file}:{e.id}" not in skip]
+    sources = {e.target: read(e.target) for e in tried if e.target in paths}
+    changed, results = apply_edits(sources, tried, "absent" if allow_absent else "broken")
+    by_edit = {id(r.edit): r for r in results}
+    ordered = [by_edit.get(id(e)) or EditResult(e, "skipped", "not tried on this base (--skip)") for e in edits]
+    return Assembly(changed, ordered, project.overlay())

@@ -83,7 +83,7 @@ def _entries(zin: zipfile.ZipFile, changed: dict[str, str], added: dict[str, byt
 
 
 def build_wheel(project: Project, upstream_wheel: Path, upstream_sha: str, out_dir: Path, label: str,
-                allow_absent: bool = False) -> Path:
+                allow_absent: bool = False, skip: frozenset[str] = frozenset()) -> Path:
     """Write out_dir/<dist>-<upstream>+<label>-<tags>.whl atomically; return its path."""
     pin = project.pin
     version = f"{pin.version}+{label}"
@@ -95,10 +95,10 @@ def build_wheel(project: Project, upstream_wheel: Path, upstream_sha: str, out_d
         names = set(zin.namelist())
         if f"{old_info}METADATA" not in names:
             raise ForkError(f"{upstream_wheel.name}: no {old_info}METADATA; is this the pinned {pin.name} wheel?")
-        fork = assemble(project, lambda p: zin.read(p).decode("utf-8"), names, allow_absent)
+        fork = assemble(project, lambda p: zin.read(p).decode("utf-8"), names, allow_absent, skip)
         fork.require_buildable(names, upstream_wheel.name)
         for result in fork.results:
-            if result.status == "absent":  # allowed, but never silent
+            if result.status in ("absent", "skipped"):  # allowed, but never silent
                 print(result.line(), file=sys.stderr)
         added = fork.new_files(version, {"name": pin.name, "version": pin.version,
                                          "artifact": upstream_wheel.name, "sha256": upstream_sha})

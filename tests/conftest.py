@@ -15,6 +15,10 @@ from forktool.project import REPO_ROOT, Project
 # What `build` names the fork wheel; docker/Dockerfile copies exactly this file.
 WHEEL_NAME = "vllm-0.33.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
 
+# How the fork is built over the second, test-only base (see requirements/cpu-base.txt).
+CPU_BUILD = ("build", "--pin", "requirements/cpu-base.txt", "--allow-absent",
+             "--skip", "edits/vllm/models/glm5next/common/mtp.py.toml:topk-buffer-only-with-indexer")
+
 PROVENANCE = {
     "why": "fixture",
     "upstream": "fork-only: test fixture",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import WHEEL_NAME, run_forktool
+from conftest import CPU_BUILD, WHEEL_NAME, run_forktool
 from forktool import wheelbuild
 from forktool.errors import ForkError
 from forktool.fetch import sha256_of
@@ -151,25 +151,34 @@ def test_failure_while_writing_leaves_nothing_behind(project, upstream_wheel, tm
 
 
 def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path):
-    # vllm-cpu 0.32.0 predates domyn_edge.py: without --allow-absent that is a broken edit, with it the
-    # edit is listed on stderr and in the manifest as absent, and every other edit still applies.
+    # vllm-cpu 0.32.0 predates domyn_edge.py and writes the GLM MTP buffer differently: without the
+    # allowances both are broken edits; with them each is printed and recorded (absent / skipped).
     strict = run_forktool("build", "--pin", "requirements/cpu-base.txt", "--out", str(tmp_path / "strict"))
     assert strict.returncode == 1
     assert "domyn_edge.py.toml: edit 'declare-supports-eagle3'" in strict.stderr
     assert "upstream has no file vllm/model_executor/models/domyn_edge.py" in strict.stderr
+    assert "mtp.py.toml: edit 'topk-buffer-only-with-indexer'" in strict.stderr
     assert not (tmp_path / "strict").exists() or not any((tmp_path / "strict").iterdir())
-    done = run_forktool("build", "--pin", "requirements/cpu-base.txt", "--allow-absent", "--out", str(tmp_path))
+    done = run_forktool(*CPU_BUILD, "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     wheel = tmp_path / "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
     assert done.stdout.strip() == str(wheel)
     assert done.stderr.count("absent   edits/vllm/model_executor/models/domyn_edge.py.toml") == 2
+    assert "skipped  edits/vllm/models/glm5next/common/mtp.py.toml: edit 'topk-buffer-only-with-indexer'" in done.stderr
     with zipfile.ZipFile(wheel) as fork:
         data = _manifest(fork)
         assert "\nVersion: 0.32.0+fork\n" in fork.read("vllm_cpu-0.32.0+fork.dist-info/METADATA").decode()
     statuses = {(e["target"].rsplit("/", 1)[-1], e["id"]): e["status"] for e in data["edits"]}
-    assert {k for k, s in statuses.items() if s == "absent"} == {
-        ("domyn_edge.py", "import-supports-eagle3"), ("domyn_edge.py", "declare-supports-eagle3")}
+    assert {k for k, s in statuses.items() if s in ("absent", "skipped")} == {
+        ("domyn_edge.py", "import-supports-eagle3"), ("domyn_edge.py", "declare-supports-eagle3"),
+        ("mtp.py", "topk-buffer-only-with-indexer")}
     assert statuses[("glm4.py", "declare-supports-eagle3")] == "clean"
     assert statuses[("speculative.py", "refuse-before-validated")] == "clean"
     assert "broken" not in statuses.values()
 
+
+def test_skip_must_name_a_real_edit(tmp_path):
+    done = run_forktool(*CPU_BUILD, "--skip", "edits/vllm/nowhere.py.toml:gone", "--out", str(tmp_path))
+    assert done.returncode == 1
+    assert done.stderr.strip() == ("forktool build: --skip edits/vllm/nowhere.py.toml:gone: no such edit; "
+                                   "name it as <spec file>:<edit id>")

@@ -27,4 +27,5 @@ OPERATIONS: dict[str, Operation] = {
     "add_literal_member": Operation(literals.MEMBER_FIELDS, literals.apply_member, literals.describe_member),
     "replace_expression": Operation(statements.REPLACE_FIELDS, statements.apply_replace, statements.describe_replace),
     "insert_statement": Operation(statements.INSERT_FIELDS, statements.apply_insert, statements.describe_insert),
+    "add_sibling": Operation(statements.SIBLING_FIELDS, statements.apply_sibling, statements.describe_sibling),
 }

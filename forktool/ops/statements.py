@@ -1,4 +1,4 @@
-"""Operations scoped to one function: replace_expression and insert_statement."""
+"""Operations scoped to one function: replace_expression, insert_statement and add_sibling."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import ast
 
 import libcst as cst
 
-from forktool.ops.base import Outcome, parse_expr
+from forktool.ops.base import Outcome, parse_expr, same_value
+from forktool.ops.seq import insert_item
 
 REPLACE_FIELDS = {"function": True, "old": True, "new": True}
 INSERT_FIELDS = {"function": True, "before": True, "statement": True}
@@ -72,18 +73,26 @@ class _ReplaceExpression(_InFunction):
         self.old, self.new = _shape(old, "eval"), new
         self.new_shape = _shape(_code(new), "eval")
         self.kind = type(parse_expr(old, "old"))
+        self.done: set[int] = set()
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if not super().on_visit(node):
+            return False
+        if self.depth and isinstance(node, type(self.new)) and _shape(_code(node), "eval") == self.new_shape:
+            # Already the target state; do not look inside (`new` may contain `old`, e.g. a guard around it).
+            self.matches += 1
+            self.present += 1
+            self.done.add(id(node))
+            return False
+        return True
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
         updated = super().on_leave(original, updated)
-        if not self.depth or not isinstance(original, (self.kind, type(self.new))):
+        if not self.depth or id(original) in self.done or not isinstance(original, self.kind):
             return updated
-        shape = _shape(_code(original), "eval")
-        if shape == self.old:
+        if _shape(_code(original), "eval") == self.old:
             self.matches += 1
             return self.new
-        if shape == self.new_shape:
-            self.matches += 1
-            self.present += 1
         return updated
 
 
@@ -136,3 +145,55 @@ def describe_replace(spec: dict) -> str:
 def describe_insert(spec: dict) -> str:
     """Short anchor text for messages."""
     return f"in {spec['function']}: statement {spec['before']!r}"
+
+
+SIBLING_FIELDS = {"function": True, "beside": True, "value": True, "key": False}
+
+
+class _AddSibling(_InFunction):
+    """In `function`, each list/tuple/set holding `beside` (or dict keyed by it) gains an item after it."""
+
+    def __init__(self, qualname: str, beside: cst.BaseExpression, value: cst.BaseExpression,
+                 key: cst.BaseExpression | None):
+        super().__init__(qualname)
+        self.beside, self.value, self.key = beside, value, key
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
+        updated = super().on_leave(original, updated)
+        dict_mode = self.key is not None
+        if not self.depth or not isinstance(updated, cst.Dict if dict_mode else (cst.List, cst.Tuple, cst.Set)):
+            return updated
+        elements = list(updated.elements)
+        anchor = _index_of(elements, self.beside, dict_mode)
+        if anchor is None:
+            return updated
+        self.matches += 1
+        if _index_of(elements, self.key if dict_mode else self.value, dict_mode) is not None:
+            self.present += 1
+            return updated
+        new = cst.DictElement(key=self.key, value=self.value) if dict_mode else cst.Element(value=self.value)
+        return updated.with_changes(elements=insert_item(elements, new, anchor + 1))
+
+
+def _index_of(elements: list, wanted: cst.BaseExpression, dict_mode: bool) -> int | None:
+    for index, element in enumerate(elements):
+        node = element.key if dict_mode and isinstance(element, cst.DictElement) else (
+            element.value if not dict_mode and isinstance(element, cst.Element) else None)
+        if node is not None and same_value(node, wanted):
+            return index
+    return None
+
+
+def apply_sibling(module: cst.Module, spec: dict) -> Outcome:
+    """Add `value` (or `key: value`) right after the element (or key) `beside` inside `function`."""
+    key = parse_expr(spec["key"], "key") if "key" in spec else None
+    transformer = _AddSibling(spec["function"], parse_expr(spec["beside"], "beside"),
+                              parse_expr(spec["value"], "value"), key)
+    edited = module.visit(transformer)
+    return Outcome(transformer.matches, transformer.present, edited)
+
+
+def describe_sibling(spec: dict) -> str:
+    """Short anchor text for messages."""
+    item = f"{spec['key']}: {spec['value']}" if "key" in spec else spec["value"]
+    return f"in {spec['function']}: {item} after {spec['beside']}"

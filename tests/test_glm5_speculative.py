@@ -1,0 +1,80 @@
+"""GLM-5.3-Flash speculative configs, stock 0.33.0 against the fork: MTP's three defects and method dflash2.
+
+Both sides run the same probe script (tests/scripts/glm5_spec_probe.py) in a subprocess: the fork as
+installed in this environment, stock as the pinned wheel's Python files first on PYTHONPATH (the probe
+builds configs and one module on the CPU; no compiled kernel is needed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+PROBE = Path(__file__).parent / "scripts" / "glm5_spec_probe.py"
+
+
+def _probe(out: Path, pythonpath: Path | None) -> dict:
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    done = subprocess.run([sys.executable, str(PROBE), str(out)], capture_output=True, text=True, env=env,
+                          cwd=out.parent, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def fork(tmp_path_factory) -> dict:
+    return _probe(tmp_path_factory.mktemp("fork") / "fork.json", None)
+
+
+@pytest.fixture(scope="module")
+def stock(tmp_path_factory, upstream_wheel) -> dict:
+    tree = tmp_path_factory.mktemp("stock-tree")
+    with zipfile.ZipFile(upstream_wheel[0]) as wheel:
+        wheel.extractall(tree, [n for n in wheel.namelist() if n.endswith(".py")])
+    result = _probe(tmp_path_factory.mktemp("stock") / "stock.json", tree)
+    return result
+
+
+def test_text_only_checkpoint_selects_the_glm_mtp_draft(stock, fork):
+    assert stock["mtp_text_only"]["ok"] is False
+    assert "Unsupported speculative method: 'mtp'" in stock["mtp_text_only"]["error"]
+    draft = fork["mtp_text_only"]
+    assert (draft["ok"], draft["draft_model_type"], draft["draft_architectures"]) == (
+        True, "glm5_next_mtp", ["Glm5NextMTPModel"])
+    assert draft["draft_use_mla"] is True  # the renamed text config is still planned as MLA
+    assert fork["mtp_flat"] == stock["mtp_flat"]  # what already worked is unchanged
+
+
+def test_two_mtp_layers_take_the_multi_module_speculator(stock, fork):
+    # Only the multi-module speculator passes spec_step_idx, so only it runs layer k at step k.
+    assert stock["mtp_nested_two_layers"]["multi_module_mtp"] is False
+    assert fork["mtp_nested_two_layers"]["multi_module_mtp"] is True
+
+
+def test_mtp_module_builds_without_the_sparse_indexer(stock, fork):
+    assert stock["mtp_module_without_indexer"]["ok"] is False
+    assert "AssertionError" in stock["mtp_module_without_indexer"]["error"]
+    assert fork["mtp_module_without_indexer"]["ok"] is True
+
+
+def test_method_dflash2_runs_the_dflash2_draft_under_dflash(stock, fork):
+    assert stock["dflash2_alias"]["ok"] is False
+    assert "literal_error" in stock["dflash2_alias"]["error"] and "'dflash2'" in stock["dflash2_alias"]["error"]
+    assert fork["dflash2_alias"] == fork["dflash_with_dflash2_draft"] == stock["dflash_with_dflash2_draft"]
+    assert (fork["dflash2_alias"]["method"], fork["dflash2_alias"]["draft_architectures"]) == (
+        "dflash", ["DFlash2DraftModel"])
+
+
+def test_method_dflash2_with_a_dflash1_checkpoint_says_what_to_use(fork):
+    error = fork["dflash2_alias_wrong_draft"]["error"]
+    assert "speculative method 'dflash2' needs a DFlash2 draft (DFlash2DraftModel)" in error
+    assert "is DFlashDraftModel: use method 'dflash' for this checkpoint." in error
