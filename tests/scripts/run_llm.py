@@ -1,6 +1,6 @@
 """One offline vLLM run on the CPU, greedy, reported as JSON (tokens, or the error that stopped it).
 
-Usage: python run_llm.py OUT_JSON MODELS_DIR TARGET MODE
+Usage: python run_llm.py OUT_JSON MODELS_DIR TARGET MODE [LLM_KWARGS_JSON]
 TARGET: glm4 | qwen2audio (folders of tiny_models.py); MODE: nospec | eagle3 | dflash.
 The vllm package is whatever this interpreter imports (PYTHONPATH may put the fork's tree first).
 """
@@ -24,18 +24,13 @@ def _speculative(mode: str, models: Path) -> dict | None:
     return {"method": mode, "model": str(models / mode), "num_speculative_tokens": 2}
 
 
-def run(models: Path, target: str, mode: str) -> dict:
+def run(models: Path, target: str, mode: str, extra: dict) -> dict:
     """Generate with one engine; any failure is returned with its text, never raised."""
     started = time.time()
     try:
         import vllm
         from vllm import LLM, SamplingParams
 
-        extra = {}
-        if target == "qwen2audio":
-            # vLLM's EAGLE proposer reads image_token_index from any multimodal target config it does
-            # not special-case (Qwen2-Audio has none): a known upstream quirk, unrelated to the contract.
-            extra["hf_overrides"] = {"image_token_index": 252}
         llm = LLM(model=str(models / target), dtype="float32", enforce_eager=True, max_model_len=256,
                   max_num_seqs=4, seed=0, speculative_config=_speculative(mode, models), **extra)
         params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True)
@@ -50,5 +45,6 @@ def run(models: Path, target: str, mode: str) -> dict:
 
 if __name__ == "__main__":  # vLLM spawns workers: the guard keeps them from re-running this
     out, models, target, mode = sys.argv[1:5]
+    extra = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; the default asks for far more
-    Path(out).write_text(json.dumps(run(Path(models), target, mode)))
+    Path(out).write_text(json.dumps(run(Path(models), target, mode, extra)))

@@ -1,0 +1,136 @@
+"""KV-cache capacity of GLM-5.3-Flash at TP8, target-only vs + DFlash2, as vLLM 0.33.0 plans it.
+
+Runs vLLM's own planner on a CPU (stand-in SM90 platform, see README.md), one subprocess per
+scenario, and prints the plan next to the physical bound. From the repo root:
+    python benchmarks/glm5_kv/kv_capacity.py [--gpu H100 H200] [--kv auto fp8] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import model_configs  # noqa: E402
+import sm90_stub  # noqa: E402  (only its build helper runs here; vllm is never imported here)
+from bound import Bound  # noqa: E402
+
+MIB = 1 << 20
+GIB = 1 << 30
+LENGTHS = (8192, 131072)
+KV_NAME = {"auto": "bf16", "fp8": "fp8"}
+
+
+def run_scenario(work: Path, gpu: str, kv: str, draft: bool) -> dict:
+    """Run scenario.py in a fresh interpreter (stubs must not leak between scenarios)."""
+    tag = f"{gpu}_{kv}_{'draft' if draft else 'nodraft'}"
+    out, log = work / f"{tag}.json", work / f"{tag}.log"
+    cmd = [sys.executable, str(HERE / "scenario.py"), "--gpu", gpu, "--kv", kv,
+           "--models", str(work / "models"), "--libcuda", str(work / "libcuda.so.1"),
+           "--out", str(out)] + (["--draft"] if draft else [])
+    with open(log, "w") as fh:
+        rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT).returncode
+    if not out.exists():
+        tail = log.read_text().splitlines()[-15:]
+        return {"gpu": gpu, "kv": kv, "draft": draft, "ok": False,
+                "error": f"scenario exited {rc} without a result; log tail:\n" + "\n".join(tail)}
+    return json.loads(out.read_text())
+
+
+def row(res: dict, text: dict, draft_cfg: dict) -> tuple[list[str], list[str]]:
+    """One table row for a scenario, plus any bound-vs-spec consistency warnings."""
+    label = "target + DFlash2" if res["draft"] else "target only"
+    head = [res["gpu"], KV_NAME[res["kv"]], label]
+    if not res.get("ok"):
+        return head + ["FAILED: " + res["error"].splitlines()[0][:90]], []
+    b = Bound(text, draft_cfg, res["kv"], res["draft"])
+    conc = {int(k): v for k, v in res["concurrency"].items()}
+    # Whole blocks per request, vLLM's formula: pool / concurrency = blocks x block stride.
+    planned = {n: round(res["num_blocks"] / conc[n]) * res["block_stride"] for n in LENGTHS}
+    ratio = b.request_bytes(8192) / planned[8192]
+    cells = head + [
+        str(res["block_size"]),
+        f"{res['block_stride'] / res['block_size']:,.0f} ({b.target_per_token:,.0f})",
+        f"{res['kv_cache_size_tokens']:,}",
+        f"{conc[8192]:.1f}", f"{conc[131072]:.2f}",
+        f"{planned[8192] / MIB:.1f}", f"{b.request_bytes(8192) / MIB:.1f}",
+        f"{100 * ratio:.1f}%",
+        f"{100 * b.request_bytes(131072) / planned[131072]:.1f}%",
+    ]
+    return cells, [f"{' '.join(head)}: {m}" for m in b.mismatch(res["spec_bytes"])]
+
+
+COLUMNS = ["GPU", "KV", "scenario", "block", "KV B/token/rank planned (bound)",
+           "max KV tokens", "conc @8k", "conc @128k", "MiB/8k req planned",
+           "MiB/8k req bound", "bound/planned @8k", "bound/planned @128k"]
+
+
+def print_table(results: list[dict], text: dict, draft_cfg: dict) -> None:
+    """Markdown table: one row per scenario, grouped by GPU x KV dtype."""
+    rows, warnings = [], []
+    for res in results:
+        cells, warn = row(res, text, draft_cfg)
+        rows.append(cells)
+        warnings += warn
+    print("| " + " | ".join(COLUMNS) + " |")
+    print("|" + "---|" * len(COLUMNS))
+    for cells in rows:
+        print("| " + " | ".join(cells) + " |")
+    for w in warnings:
+        print("WARNING bound formula disagrees with vLLM's unpadded specs:", w)
+
+
+HEADER = """\
+Planner: stock vLLM 0.33.0 KV planning. The fork has no KV-planning change yet, so the
+'target + DFlash2' rows are also what the fork does today.
+Available KV memory = 0.9 x GPU memory - 306 GiB/8 target weights - drafter weights;
+activations, CUDA graphs and non-torch memory are NOT subtracted (real pools are smaller).
+Bound = target KV for every token + KDA/tail states + drafter KV for its 2048-token
+window only, no block rounding, no padding.  Goal: bound/planned >= 99% is the target.
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gpu", nargs="+", choices=sorted(sm90_stub.GPUS), default=["H100", "H200"])
+    ap.add_argument("--kv", nargs="+", choices=["auto", "fp8"], default=["auto", "fp8"])
+    ap.add_argument("--jobs", type=int, default=2, help="scenarios run in parallel")
+    ap.add_argument("--keep", type=Path, help="keep configs, JSON results and logs here")
+    args = ap.parse_args()
+
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="glm5_kv_") as tmp:
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        text, draft_cfg = model_configs.write(work / "models")
+        sm90_stub.build_libcuda_stub(work)
+        combos = list(itertools.product(args.gpu, args.kv, (False, True)))
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            results = list(pool.map(lambda c: run_scenario(work, *c), combos))
+    elapsed = time.monotonic() - start
+
+    version = next((r["vllm"] for r in results if r.get("vllm")), "?")
+    print(f"GLM-5.3-Flash TP8 KV-cache plan per rank; vLLM {version}, stand-in SM90 platform")
+    print(HEADER)
+    print_table(results, text, draft_cfg)
+    print()
+    print(f"{len(results)} scenarios, --jobs {args.jobs}, wall time {elapsed / 60:.1f} min")
+    failed = [r for r in results if not r.get("ok")]
+    for r in failed:  # the table holds only the first line; the whole error helps more
+        print(f"\n{r['gpu']} {r['kv']} draft={r['draft']}:\n{r.get('traceback', r['error'])}")
+    if failed:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

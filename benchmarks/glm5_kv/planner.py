@@ -1,0 +1,188 @@
+"""Drive vLLM's own engine-side KV-cache planning for GLM-5.3-Flash (+DFlash2) at TP8 rank 0."""
+
+from __future__ import annotations
+
+import copy
+import socket
+from dataclasses import replace
+
+import torch
+
+TP = 8
+
+
+def make_vllm_config(target_dir: str, draft_dir: str | None, kv_dtype: str):
+    """Build the VllmConfig `vllm serve` would, with TP8 and (optionally) the DFlash2 drafter."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    spec = None
+    if draft_dir:
+        spec = {"method": "dflash", "model": draft_dir, "num_speculative_tokens": 7}
+    return EngineArgs(
+        model=target_dir, skip_tokenizer_init=True, tensor_parallel_size=TP,
+        speculative_config=spec, gpu_memory_utilization=0.9,
+        kv_cache_dtype=kv_dtype, load_format="dummy",
+    ).create_engine_config()
+
+
+class FakeTPGroup:
+    """A real world-size-1 TP group that reports world size 8, so layers shard as on rank 0."""
+
+    def __init__(self, real, size: int):
+        self._real = real
+        self.world_size = size
+        self.rank_in_group = 0
+        self.ranks = list(range(size))
+        self.is_first_rank = True
+        self.is_last_rank = False
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def init_fake_tp(vc) -> None:
+    """Initialise a one-process gloo world, then make the TP group claim size 8."""
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed import parallel_state
+
+    with socket.socket() as s:  # a free port for the single-rank rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with set_current_vllm_config(vc):
+        parallel_state.init_distributed_environment(
+            world_size=1, rank=0, local_rank=0,
+            distributed_init_method=f"tcp://127.0.0.1:{port}", backend="gloo")
+        parallel_state.initialize_model_parallel(1, 1, backend="gloo")
+    parallel_state._TP = FakeTPGroup(parallel_state._TP, TP)
+
+
+def build_target_attention(vc) -> dict:
+    """Construct only the target's attention modules (the MoE would not fit in host RAM)."""
+    from vllm.config import set_current_vllm_config
+    from vllm.models.glm5next.common.attention import Glm5NextMLAAttention
+    from vllm.models.glm5next.common.kda import Glm5NextLinearAttention
+    from vllm.models.glm5next.common.model import _is_kda_layer, get_sparse_topk_buffer_width
+    from vllm.utils.torch_utils import set_default_torch_dtype
+
+    # Same view of the config the ConditionalGeneration wrapper hands its text model.
+    tvc = vc.with_hf_config(vc.model_config.hf_config.text_config,
+                            architectures=["Glm5NextForCausalLM"])
+    cfg = tvc.model_config.hf_text_config
+    mods = {}
+    # The loader constructs under the model dtype; layer specs read dtypes from it.
+    with set_current_vllm_config(tvc), torch.device("cpu"), \
+            set_default_torch_dtype(tvc.model_config.dtype):
+        topk = torch.empty(tvc.scheduler_config.max_num_batched_tokens,
+                           get_sparse_topk_buffer_width(cfg), dtype=torch.int32)
+        for i in range(cfg.num_hidden_layers):
+            # Layer names must match the real model's, the planner groups by them.
+            prefix = f"language_model.model.layers.{i}.self_attn"
+            if _is_kda_layer(cfg, i):
+                mods[prefix] = Glm5NextLinearAttention(config=cfg, vllm_config=tvc, prefix=prefix)
+                continue
+            mods[prefix] = Glm5NextMLAAttention(
+                vllm_config=tvc, config=cfg, hidden_size=cfg.hidden_size,
+                num_heads=cfg.num_attention_heads, qk_nope_head_dim=cfg.qk_nope_head_dim,
+                qk_rope_head_dim=cfg.qk_rope_head_dim, v_head_dim=cfg.v_head_dim,
+                q_lora_rank=cfg.q_lora_rank, kv_lora_rank=cfg.kv_lora_rank,
+                max_position_embeddings=cfg.max_position_embeddings,
+                cache_config=tvc.cache_config, quant_config=None, prefix=prefix,
+                topk_indices_buffer=topk, skip_rope=cfg.mla_use_nope)
+    return mods
+
+
+def build_drafter(vc):
+    """Construct the real DFlash2 drafter as the V2 runner's DFlash loader does; return it."""
+    from vllm.compilation.backends import set_model_tag
+    from vllm.config.vllm import get_layers_from_vllm_config
+    from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+    from vllm.model_executor.model_loader.utils import initialize_model
+    from vllm.model_executor.models.qwen3_dflash import dflash_has_any_non_causal
+    from vllm.utils.torch_utils import set_default_torch_dtype
+
+    sc = vc.speculative_config
+    dmc = sc.draft_model_config
+    before = set(get_layers_from_vllm_config(vc, AttentionLayerBase))
+    # The loader gives the drafter its own attention/cache config (non-causal, spec KV dtype).
+    draft_vc = replace(
+        vc,
+        attention_config=replace(vc.attention_config,
+                                 use_non_causal=dflash_has_any_non_causal(dmc.hf_config),
+                                 backend=sc.attention_backend),
+        cache_config=(replace(vc.cache_config, cache_dtype=sc.kv_cache_dtype)
+                      if sc.kv_cache_dtype is not None else vc.cache_config),
+    )
+    with set_model_tag("dflash_head"), torch.device("cpu"), \
+            set_default_torch_dtype(dmc.dtype):
+        model = initialize_model(vllm_config=draft_vc, model_config=dmc)
+    # The speculator flags its layers so their specs come out with is_draft=True.
+    layers = get_layers_from_vllm_config(vc, AttentionLayerBase)
+    for name in set(layers) - before:
+        layers[name].is_draft_layer = True
+    return model
+
+
+def collect_specs(platform, vc) -> dict:
+    """Executor block-size update, then the V2 runner's per-layer spec collection."""
+    from vllm.v1.worker.gpu.attn_utils import get_kv_cache_spec
+
+    platform.update_block_size_for_backend(vc)
+    return get_kv_cache_spec(vc)
+
+
+def _supported_layouts(vc) -> list:
+    from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
+    from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts
+
+    return [lay.name for lay in get_supported_kv_cache_layouts(get_current_attn_backends(vc))]
+
+
+def plan(vc, specs: dict, available_bytes: int) -> dict:
+    """The KV-cache steps of EngineCore._initialize_kv_caches, same order, 8 identical ranks."""
+    from vllm.v1.attention.backends.utils import resolve_kv_cache_layout
+    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
+    from vllm.v1.core.kv_cache_utils import (
+        generate_scheduler_kv_cache_config,
+        get_max_concurrency_for_kv_cache_config,
+        resolve_kv_cache_block_sizes,
+        update_kv_cache_capacity,
+    )
+    from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
+
+    register_all_kvcache_specs(vc)
+    per_rank = [copy.deepcopy(specs) for _ in range(TP)]
+    # EngineCore turns these off when any layer is non-causal; mirror it.
+    if any(getattr(s, "non_causal", False) for w in per_rank for s in w.values()):
+        vc.scheduler_config.enable_chunked_prefill = False
+        vc.cache_config.enable_prefix_caching = False
+    layout = resolve_kv_cache_layout(vc, [_supported_layouts(vc)] * TP,
+                                     [s for w in per_rank for s in w.values()])
+    groups = get_global_kv_cache_groups(vc, per_rank)
+    vc.adjust_dcp_kv_cache_interleave_size(groups)
+    configs = get_kv_cache_configs(vc, per_rank, [available_bytes] * TP, groups)
+    worker = configs[0]
+    sched = generate_scheduler_kv_cache_config(configs)
+    vc.cache_config.num_gpu_blocks = sched.num_blocks
+    cacheable = [g.kv_cache_spec.block_size for g in sched.kv_cache_groups
+                 if g.kv_cache_spec.prefix_cacheable]
+    vc.cache_config.block_size = min(
+        cacheable or [g.kv_cache_spec.block_size for g in sched.kv_cache_groups])
+    update_kv_cache_capacity(vc, sched)
+    # The engine validates the final block sizes too; a failure there is a planning failure.
+    vc.validate_block_size()
+    resolve_kv_cache_block_sizes(sched, vc)
+
+    pool_bytes = max(t.size for t in worker.kv_cache_tensors)  # groups alias one pool
+    out = {"layout": layout.name, "num_blocks": sched.num_blocks,
+           "block_size": vc.cache_config.block_size, "pool_bytes": pool_bytes,
+           "block_stride": pool_bytes // sched.num_blocks,
+           "n_groups": len(worker.kv_cache_groups),
+           "kv_cache_size_tokens": vc.cache_config.kv_cache_size_tokens,
+           "max_model_len": vc.model_config.max_model_len, "concurrency": {}}
+    # vLLM's own per-request formula, evaluated at shorter request lengths.
+    full_len = vc.model_config.max_model_len
+    for length in (8192, 131072, full_len):
+        vc.model_config.max_model_len = length
+        out["concurrency"][length] = get_max_concurrency_for_kv_cache_config(vc, sched)
+    vc.model_config.max_model_len = full_len
+    return out

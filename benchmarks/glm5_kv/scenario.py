@@ -1,0 +1,94 @@
+"""One planning scenario (GPU x KV dtype x drafter) in a fresh process; writes a JSON result.
+
+Run by kv_capacity.py, one subprocess per scenario so the platform stubs never leak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import sm90_stub  # noqa: E402  (no vllm import may precede sm90_stub.install)
+from model_configs import DRAFT_DIR, TARGET_DIR  # noqa: E402
+
+GIB = 1 << 30
+# GLM-5.3-Flash FP8 checkpoint, split over TP8; stands in for the profiled weight memory.
+TARGET_WEIGHTS_PER_RANK = 306 * GIB // 8
+GPU_MEMORY_UTILIZATION = 0.9
+
+
+def spec_bytes(specs: dict) -> dict:
+    """Unpadded bytes straight from the layer specs, to cross-check the physical bound."""
+    out = {"target_per_token": 0.0, "draft_per_token": 0.0, "kda_state": 0, "tail": 0}
+    for spec in specs.values():
+        kind = type(spec).__name__
+        if kind == "MambaSpec":  # raw state, before page_size_padded
+            out["kda_state"] += sum(math.prod(shape) * dtype.itemsize
+                                    for shape, dtype in zip(spec.shapes, spec.dtypes))
+        elif kind == "CircularBufferSpec":  # one ring per request
+            out["tail"] += spec.page_size_bytes
+        elif getattr(spec, "is_draft", False):
+            out["draft_per_token"] += spec.page_size_bytes / spec.block_size
+        else:
+            out["target_per_token"] += spec.page_size_bytes / spec.block_size
+    return out
+
+
+def run(args) -> dict:
+    """Build config, layers and specs, then plan; return the numbers kv_capacity.py prints."""
+    platform = sm90_stub.install(args.gpu, args.libcuda)
+    import vllm
+
+    import planner
+
+    # The stubs and the planner call sequence are written against 0.33.0's internals.
+    if not vllm.__version__.startswith("0.33.0"):
+        raise RuntimeError(f"needs vLLM 0.33.0 (the fork counts), found {vllm.__version__}")
+
+    models = Path(args.models)
+    res = {"gpu": args.gpu, "kv": args.kv, "draft": args.draft, "vllm": vllm.__version__}
+    vc = planner.make_vllm_config(str(models / TARGET_DIR),
+                                  str(models / DRAFT_DIR) if args.draft else None, args.kv)
+    res["cache_dtype"] = vc.cache_config.cache_dtype
+    planner.init_fake_tp(vc)
+    planner.build_target_attention(vc)
+    draft_bytes = 0
+    if args.draft:
+        drafter = planner.build_drafter(vc)
+        # The drafter's weights come out of the same per-rank budget as the KV pool.
+        draft_bytes = sum(p.numel() * p.element_size() for p in drafter.parameters())
+    specs = planner.collect_specs(platform, vc)
+    res["spec_bytes"] = spec_bytes(specs)
+    total = sm90_stub.GPUS[args.gpu][1]
+    available = int(GPU_MEMORY_UTILIZATION * total - TARGET_WEIGHTS_PER_RANK - draft_bytes)
+    res.update(draft_param_bytes=draft_bytes, available_bytes=available)
+    res.update(planner.plan(vc, specs, available))
+    res["ok"] = True
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--gpu", choices=sorted(sm90_stub.GPUS), required=True)
+    ap.add_argument("--kv", choices=["auto", "fp8"], required=True)
+    ap.add_argument("--draft", action="store_true")
+    ap.add_argument("--models", required=True, help="folder written by model_configs.write")
+    ap.add_argument("--libcuda", required=True, help="path to the built libcuda.so.1 stub")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    try:
+        res = run(args)
+    except Exception as exc:  # a planning failure is a result, reported verbatim
+        res = {"gpu": args.gpu, "kv": args.kv, "draft": args.draft, "ok": False,
+               "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    Path(args.out).write_text(json.dumps(res, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
