@@ -1,0 +1,69 @@
+"""GPU check (H100/H200): a tiny dummy-weight GLM-5.3-Flash-shaped target, greedy with and without speculation.
+
+Usage: python glm5_gpu_greedy.py OUT_JSON
+Runs three engines in turn on one GPU (TP1): no speculation, MTP (the checkpoint's own layer), and DFlash2
+(method "dflash2", a tiny DFlash2DraftModel with dummy weights). Speculation must not change greedy tokens.
+Unverified so far: the session that wrote it had no GPU. Configs come from glm5_spec_probe.py (same shapes
+the CPU tests use), with 8 layers so the drafter's target layer ids are in range.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from glm5_spec_probe import DRAFT, TEXT, VISION  # noqa: E402
+
+PROMPTS = [[5, 17, 42, 99, 7, 300], [11, 12, 13, 14, 15, 16, 17, 18, 19, 20]]
+LAYERS = 8
+
+
+def _write(root: Path, name: str, config: dict) -> str:
+    (root / name).mkdir(parents=True)
+    (root / name / "config.json").write_text(json.dumps(config))
+    return str(root / name)
+
+
+def checkpoints(root: Path) -> tuple[str, str]:
+    text = dict(TEXT, num_hidden_layers=LAYERS, mlp_layer_types=["dense"] + ["sparse"] * (LAYERS - 1),
+                layer_types=["indexed_attention" if i % 4 == 3 else "linear_attention" for i in range(LAYERS)],
+                indexer_types=["full"] * LAYERS)
+    target = _write(root, "target", dict(model_type="glm5_next", architectures=["Glm5NextForConditionalGeneration"],
+                                         text_config=dict(text, model_type="glm5_next_text"),
+                                         vision_config=VISION, torch_dtype="bfloat16", tie_word_embeddings=False))
+    draft = _write(root, "dflash2", dict(DRAFT, architectures=["DFlash2DraftModel"],
+                                         dflash_config=dict(DRAFT["dflash_config"], target_layer_ids=[1, 3, 6])))
+    return target, draft
+
+
+def generate(target: str, speculative: dict | None) -> dict:
+    from vllm import LLM, SamplingParams
+
+    started = time.time()
+    llm = LLM(model=target, load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16", max_model_len=1024,
+              gpu_memory_utilization=0.5, enforce_eager=True, seed=0, speculative_config=speculative)
+    outputs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS],
+                           SamplingParams(temperature=0.0, max_tokens=32, ignore_eos=True, detokenize=False),
+                           use_tqdm=False)
+    return {"tokens": [list(o.outputs[0].token_ids) for o in outputs], "seconds": round(time.time() - started, 1)}
+
+
+if __name__ == "__main__":
+    target, draft = checkpoints(Path(tempfile.mkdtemp()))
+    runs = {"nospec": None, "mtp": {"method": "mtp", "num_speculative_tokens": 1},
+            "dflash2": {"method": "dflash2", "model": draft, "num_speculative_tokens": 7}}
+    results = {}
+    for name, speculative in runs.items():
+        try:
+            results[name] = generate(target, speculative)
+        except Exception as exc:  # noqa: BLE001 - report every mode, not just the first failure
+            results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+    base = results["nospec"].get("tokens")
+    for name in ("mtp", "dflash2"):
+        results[name]["identical"] = base is not None and results[name].get("tokens") == base
+    Path(sys.argv[1]).write_text(json.dumps(results, indent=1))
+    sys.exit(0 if all(results[n].get("identical") for n in ("mtp", "dflash2")) else 1)
