@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import subprocess
 import sys
@@ -64,3 +65,21 @@ def repo_copy(tmp_path) -> Path:
             root.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, root / name)
     return root
+
+
+def load_class(key: str):
+    """The class `package.module.Class` as Python imports it."""
+    module, _, name = key.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def skeleton(cls):
+    """An nn.Module instance without running its __init__ (which needs a full VllmConfig and GPUs).
+
+    object.__new__, not cls.__new__: MiniCPMO's __new__ picks a versioned class from a config."""
+    import torch
+
+    instance = object.__new__(cls)
+    torch.nn.Module.__init__(instance)
+    return instance
+

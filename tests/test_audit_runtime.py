@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 import zipfile
 
 import pytest
 
+from conftest import load_class
 from forktool.audit.classify import classify
 from forktool.audit.run import fork_and_upstream
-
-
-def _load(key: str):
-    module, _, name = key.rpartition(".")
-    return getattr(importlib.import_module(module), name)
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +23,8 @@ def test_declared_and_implemented_match_the_loaded_classes(fork_rows):
     checked, unimportable, disagreements = 0, {}, []
     for row in fork_rows:
         try:
-            cls = _load(row.cls)
-            holders = [_load(key) for key in row.holder_classes]
+            cls = load_class(row.cls)
+            holders = [load_class(key) for key in row.holder_classes]
         except Exception as exc:  # noqa: BLE001 - ROCm/TPU-only modules do not import on the CPU
             unimportable[row.cls] = f"{type(exc).__name__}: {exc}"[:120]
             continue
@@ -78,8 +73,8 @@ def test_declared_if_and_only_if_the_decoder_accepts_aux_layers(generation_row):
 
     row = generation_row
     try:
-        cls = _load(row.cls)
-        holders = [_load(key) for key in row.holder_classes]
+        cls = load_class(row.cls)
+        holders = [load_class(key) for key in row.holder_classes]
     except Exception as exc:  # noqa: BLE001 - platform-only modules (ROCm, TPU, CUDA FA) do not import here
         pytest.skip(f"not importable on the CPU: {type(exc).__name__}: {exc}"[:200])
     custom = "custom setter" in row.holder

@@ -11,15 +11,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from conftest import skeleton
 from vllm._fork.eagle3 import NOT_IMPLEMENTED, refuse_known_unsupported_target
 
 PROBE = Path(__file__).parent / "scripts" / "spec_config_probe.py"
-
-
-def _skeleton(cls):
-    instance = object.__new__(cls)
-    torch.nn.Module.__init__(instance)
-    return instance
 
 
 def _spec(method: str, arch: str | None = None, use_aux: bool | None = None) -> SimpleNamespace:
@@ -75,8 +70,8 @@ def test_v2_runner_error_names_class_method_and_what_to_do():
     from vllm.model_executor.models.exaone4 import Exaone4ForCausalLM, Exaone4Model
     from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import set_eagle3_aux_hidden_state_layers
 
-    target = _skeleton(Exaone4ForCausalLM)
-    target.model = _skeleton(Exaone4Model)
+    target = skeleton(Exaone4ForCausalLM)
+    target.model = skeleton(Exaone4Model)
     with pytest.raises(RuntimeError) as raised:
         set_eagle3_aux_hidden_state_layers(target, _spec("dflash"))
     message = str(raised.value)
@@ -94,8 +89,8 @@ def test_v1_runner_error_says_when_only_the_declaration_is_missing():
     class OutOfTreeForCausalLM(torch.nn.Module):  # wraps a capturing decoder, forgets the declaration
         pass
 
-    target = _skeleton(OutOfTreeForCausalLM)
-    target.model = _skeleton(LlamaModel)
+    target = skeleton(OutOfTreeForCausalLM)
+    target.model = skeleton(LlamaModel)
     runner = SimpleNamespace(use_aux_hidden_state_outputs=True, get_model=lambda: target,
                              speculative_config=_spec("eagle3"))
     with pytest.raises(RuntimeError) as raised:

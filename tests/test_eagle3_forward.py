@@ -9,13 +9,13 @@ protocol's real setter.
 
 from __future__ import annotations
 
-import importlib
 import zipfile
 from types import SimpleNamespace
 
 import pytest
 import torch
 
+from conftest import load_class, skeleton
 from forktool.audit.contract import ContractReader
 from forktool.audit.registry import REGISTRY_PATH, read_registry
 from forktool.audit.run import fork_and_upstream
@@ -51,14 +51,8 @@ WIRING = {
 }
 
 
-def _load(key: str):
-    module, _, name = key.rpartition(".")
-    return getattr(importlib.import_module(module), name)
-
-
 def _skeleton(cls):
-    instance = object.__new__(cls)  # not cls.__new__: MiniCPMO's picks a versioned class from a config
-    torch.nn.Module.__init__(instance)
+    instance = skeleton(cls)
     instance.do_not_compile = True  # @support_torch_compile's __call__ reads it; run forward eagerly
     for name, value in WIRING.get(cls.__name__, dict)().items():
         setattr(instance, name, value)
@@ -87,13 +81,13 @@ def _build(reader: ContractReader, module: str, name: str):
     [ref] = reader.tree.resolve(module, name)
     contract = reader.contract(ref)
     path, _, _ = contract.holder.partition(" -> ")
-    outer = _skeleton(_load(ref.key))
+    outer = _skeleton(load_class(ref.key))
     parent, walked = outer, []
     for attr in path.split(".") if path != "self" else []:
         walked.append(attr)
         classes, why = reader.path_classes(ref, ".".join(walked))
         assert classes, why
-        child = _skeleton(_load(classes[0].key))
+        child = _skeleton(load_class(classes[0].key))
         setattr(parent, attr, child)
         parent = child
     decoder = parent

@@ -10,6 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+
+from conftest import skeleton
 import vllm  # the fork wheel, installed over upstream's dependencies by `make test`
 
 
@@ -29,13 +31,6 @@ def test_manifest_prints_and_matches_this_checkout(project):
     assert "clean    vllm/models/kimi_k3/amd/linear.py :: declare-supports-eagle3" in human
 
 
-def _skeleton(cls):
-    """An instance without running __init__ (which needs a full VllmConfig and GPUs)."""
-    instance = cls.__new__(cls)
-    torch.nn.Module.__init__(instance)
-    return instance
-
-
 def test_rocm_kimi_linear_passes_the_runner_eagle3_setup():
     from vllm.model_executor.models.interfaces import EagleModelMixin, supports_eagle3
     from vllm.models.kimi_k3.amd.linear import KimiLinearForCausalLM, KimiLinearModel
@@ -43,7 +38,7 @@ def test_rocm_kimi_linear_passes_the_runner_eagle3_setup():
 
     assert supports_eagle3(KimiLinearForCausalLM)
     assert issubclass(KimiLinearModel, EagleModelMixin)
-    outer, inner = _skeleton(KimiLinearForCausalLM), _skeleton(KimiLinearModel)
+    outer, inner = skeleton(KimiLinearForCausalLM), skeleton(KimiLinearModel)
     outer.model = inner
     # A dspark/DFlash-style draft config: target_layer_ids are shifted by one by the runner.
     draft = SimpleNamespace(hf_config=SimpleNamespace(dflash_config={"target_layer_ids": [1, 30, 57]}))

@@ -16,16 +16,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from glm5_spec_probe import DRAFT, TEXT, VISION  # noqa: E402
+from glm5_spec_probe import DRAFT, TEXT, VISION, _write  # noqa: E402
 
 PROMPTS = [[5, 17, 42, 99, 7, 300], [11, 12, 13, 14, 15, 16, 17, 18, 19, 20]]
 LAYERS = 8
-
-
-def _write(root: Path, name: str, config: dict) -> str:
-    (root / name).mkdir(parents=True)
-    (root / name / "config.json").write_text(json.dumps(config))
-    return str(root / name)
 
 
 def checkpoints(root: Path) -> tuple[str, str]:
