@@ -1,0 +1,57 @@
+"""GLM-5.3-Flash + DFlash2 KV planning, TP8 H100 bf16, with vLLM's own planner on a stand-in SM90 platform.
+
+Documents what 0.33.0 does (the fork has no KV-planning change yet): planning succeeds, the drafter's
+sliding-window layers get a seventh group in the same block pool, and per-request capacity drops. The
+scenario runner and its stubs are the benchmark's (benchmarks/glm5_kv/); this pins the behaviour so a
+KV change in the fork shows up here as a deliberate update of these numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "glm5_kv"
+sys.path.insert(0, str(BENCH))
+
+import model_configs  # noqa: E402
+import sm90_stub  # noqa: E402  (only the stub builder runs in this process)
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory) -> dict:
+    work = tmp_path_factory.mktemp("kvplan")
+    model_configs.write(work / "models")
+    libcuda = sm90_stub.build_libcuda_stub(work)
+    results = {}
+    for draft in (False, True):
+        out = work / f"draft-{draft}.json"
+        command = [sys.executable, str(BENCH / "scenario.py"), "--gpu", "H100", "--kv", "auto",
+                   "--models", str(work / "models"), "--libcuda", str(libcuda), "--out", str(out)]
+        done = subprocess.run(command + (["--draft"] if draft else []), capture_output=True, text=True,
+                              timeout=900)
+        assert out.exists(), done.stdout[-2000:] + done.stderr[-2000:]
+        results[draft] = json.loads(out.read_text())
+    return results
+
+
+def test_stock_planner_accepts_glm5_with_the_dflash2_drafter(plans):
+    target, both = plans[False], plans[True]
+    assert target["ok"] and both["ok"], (target.get("error"), both.get("error"))
+    # The kpool tail backend forces the block-outermost layout: one pool, no page-size unification error.
+    assert target["layout"] == both["layout"] == "BLHNC"
+    assert (target["n_groups"], both["n_groups"]) == (6, 7)  # + the drafter's sliding-window group
+    assert target["block_size"] == both["block_size"] == 640
+    # Unpadded per-token bytes per rank: MLA + indexer for the target, 5 SWA layers x 1 KV head for the draft.
+    assert (both["spec_bytes"]["target_per_token"], both["spec_bytes"]["draft_per_token"]) == (11627.0, 2560.0)
+
+
+def test_what_the_drafter_costs_per_request(plans):
+    target, both = plans[False]["concurrency"], plans[True]["concurrency"]
+    # 8k requests: 186.6 -> 72.6 (bound/planned 24.8%); 128k: 22.26 -> 18.37. See benchmarks/glm5_kv/README.md.
+    assert round(target["8192"], 1) == 186.6 and round(both["8192"], 1) == 72.6
+    assert round(target["131072"], 2) == 22.26 and round(both["131072"], 2) == 18.37
