@@ -67,6 +67,13 @@ def repo_copy(tmp_path) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def cpu_fork_build(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """The fork built over the test-only base once per run, through the CLI: (the process, its out folder)."""
+    out = tmp_path_factory.mktemp("cpu-fork")
+    return run_forktool(*CPU_BUILD, "--out", str(out)), out
+
+
 def load_class(key: str):
     """The class `package.module.Class` as Python imports it."""
     module, _, name = key.rpartition(".")

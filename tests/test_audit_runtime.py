@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 import zipfile
+from functools import cache
 
 import pytest
 
 from conftest import load_class
-from forktool.audit.classify import classify
+from forktool.audit.classify import classify, is_generation
 from forktool.audit.run import fork_and_upstream
+from forktool.fetch import fetch
+from forktool.project import REPO_ROOT, Project
+
+
+@cache
+def _fork_rows() -> tuple:
+    """The fork's audit rows that were looked at, classified once (collection and the tests share them)."""
+    project = Project(REPO_ROOT)
+    path, _ = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
+    with zipfile.ZipFile(path) as wheel:
+        return tuple(r for r in classify(fork_and_upstream(project, wheel)[0]) if r.declared is not None)
 
 
 @pytest.fixture(scope="module")
-def fork_rows(project, upstream_wheel):
-    with zipfile.ZipFile(upstream_wheel[0]) as wheel:
-        return [r for r in classify(fork_and_upstream(project, wheel)[0]) if r.declared is not None]
+def fork_rows():
+    return list(_fork_rows())
 
 
 def test_declared_and_implemented_match_the_loaded_classes(fork_rows):
@@ -48,15 +59,7 @@ def test_declared_and_implemented_match_the_loaded_classes(fork_rows):
 
 def _generation_rows():
     """Fork audit rows of generation architectures whose decoder the audit resolved (collection time)."""
-    from forktool.audit.classify import is_generation
-    from forktool.fetch import fetch
-    from forktool.project import REPO_ROOT, Project
-
-    project = Project(REPO_ROOT)
-    path, _ = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
-    with zipfile.ZipFile(path) as wheel:
-        rows = classify(fork_and_upstream(project, wheel)[0])
-    return [r for r in rows if is_generation(r) and r.declared is not None and r.holder_classes]
+    return [r for r in _fork_rows() if is_generation(r) and r.holder_classes]
 
 
 def pytest_generate_tests(metafunc):

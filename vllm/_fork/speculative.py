@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from vllm._fork.eagle3 import refuse_known_unsupported_target
+from vllm._fork.eagle3 import model_architectures, refuse_known_unsupported_target
 
 logger = logging.getLogger("vllm._fork")
 
@@ -23,17 +23,10 @@ def normalize_method_alias(spec_config: Any) -> None:
         logger.info("speculative method 'dflash2' runs as method 'dflash' with the DFlash2 draft")
 
 
-def _draft_architectures(spec_config: Any) -> list[str]:
-    draft = getattr(spec_config, "draft_model_config", None)
-    names = list(getattr(draft, "architectures", None) or [])
-    names += list(getattr(getattr(draft, "hf_config", None), "architectures", None) or [])
-    return list(dict.fromkeys(names))
-
-
 def validate_speculative_config(spec_config: Any) -> None:
     """Checks that need the whole config (method, draft and target); each failure is one line."""
     if getattr(spec_config, _REQUESTED, None) == DFLASH2_ALIAS:
-        found = _draft_architectures(spec_config)
+        found = model_architectures(getattr(spec_config, "draft_model_config", None))
         if DFLASH2_ARCHITECTURE not in found:
             model = getattr(spec_config, "model", None)
             raise ValueError(
