@@ -9,6 +9,7 @@ from pathlib import Path
 
 from forktool import overlay as overlay_mod
 from forktool.apply import EditResult, apply_edits, require_no_broken
+from forktool.contract_table import CONTRACT_PATH, fork_source_tree, render_contract
 from forktool.errors import ForkError
 from forktool.manifest import MANIFEST_PATH, manifest, render
 from forktool.pins import Pin, load_pin
@@ -47,8 +48,9 @@ class Project:
 
     def overlay(self) -> dict[str, bytes]:
         files = overlay_mod.collect(self.overlay_root) if self.overlay_root.is_dir() else {}
-        if MANIFEST_PATH in files:
-            raise ForkError(f"{MANIFEST_PATH}: generated at build time; remove it from the overlay")
+        for generated in (MANIFEST_PATH, CONTRACT_PATH):
+            if generated in files:
+                raise ForkError(f"{generated}: generated at build time; remove it from the overlay")
         return files
 
 
@@ -65,10 +67,12 @@ class Assembly:
         require_no_broken(self.results)
         overlay_mod.require_new(self.overlay, upstream_paths, upstream_name)
 
-    def new_files(self, version: str, upstream: dict) -> dict[str, bytes]:
-        """Files the fork adds to the upstream tree: the overlay and the provenance manifest."""
+    def new_files(self, version: str, upstream: dict, read, paths: set[str]) -> dict[str, bytes]:
+        """Files the fork adds to the upstream tree `read(path)`: overlay, provenance manifest, contract table."""
         files = dict(self.overlay)
         files[MANIFEST_PATH] = render(manifest(version, upstream, self.results, self.overlay))
+        tree = fork_source_tree(self.changed, self.overlay, read, paths)
+        files[CONTRACT_PATH] = render_contract(tree, f"{upstream['name']} {version}")
         return files
 
 

@@ -44,7 +44,8 @@ def build_tree(project: Project, sdist: Path, sdist_sha: str, out_dir: Path, lab
                                 "the upstream wheel; this tree cannot carry that edit")
         files = {path: text.encode("utf-8") for path, text in fork.changed.items()}
         files.update(fork.new_files(version, {"name": pin.name, "version": pin.version,
-                                              "artifact": sdist.name, "sha256": sdist_sha}))
+                                              "artifact": sdist.name, "sha256": sdist_sha},
+                                    lambda p: (top / p).read_text(encoding="utf-8"), paths))
         for path, data in files.items():
             (top / path).parent.mkdir(parents=True, exist_ok=True)
             (top / path).write_bytes(data)

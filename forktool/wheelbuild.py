@@ -101,7 +101,8 @@ def build_wheel(project: Project, upstream_wheel: Path, upstream_sha: str, out_d
             if result.status in ("absent", "skipped"):  # allowed, but never silent
                 print(result.line(), file=sys.stderr)
         added = fork.new_files(version, {"name": pin.name, "version": pin.version,
-                                         "artifact": upstream_wheel.name, "sha256": upstream_sha})
+                                         "artifact": upstream_wheel.name, "sha256": upstream_sha},
+                               lambda p: zin.read(p).decode("utf-8"), names)
         with atomic_file(final) as partial, zipfile.ZipFile(partial, "w") as zout:
             record = []
             for info, data in _entries(zin, fork.changed, added, old_info, new_info, pin.version, label):

@@ -17,6 +17,7 @@ from conftest import CPU_BUILD, WHEEL_NAME, run_forktool
 from forktool import wheelbuild
 from forktool.errors import ForkError
 from forktool.fetch import sha256_of
+from forktool.contract_table import CONTRACT_PATH
 from forktool.manifest import MANIFEST_PATH
 
 EDITED = "vllm/models/kimi_k3/amd/linear.py"
@@ -68,7 +69,7 @@ def test_only_edited_version_and_metadata_files_differ_from_upstream(built, upst
         applied = {e["target"] for e in _manifest(fork)["edits"] if e["status"] == "clean"}
         assert EDITED in applied and len(applied) >= 29
         assert changed == applied | {"vllm/_version.py"}
-        assert added == set(project.overlay()) | {MANIFEST_PATH}
+        assert added == set(project.overlay()) | {MANIFEST_PATH, CONTRACT_PATH}
         # Compiled kernels are reused byte for byte (same CRC, same compressed size).
         for info in up.infolist():
             if info.filename.endswith(".so"):
@@ -182,3 +183,23 @@ def test_skip_must_name_a_real_edit(tmp_path):
     assert done.returncode == 1
     assert done.stderr.strip() == ("forktool build: --skip edits/vllm/nowhere.py.toml:gone: no such edit; "
                                    "name it as <spec file>:<edit id>")
+
+
+def test_shipped_contract_table_is_the_audit_of_the_fork(built, project, upstream_wheel):
+    """spec-check reads the audit's verdicts from the wheel: same rows and statuses as `forktool audit`."""
+    from forktool.audit.classify import FIXED, WORKS, against_baseline, classify
+    from forktool.audit.run import fork_and_upstream
+
+    with zipfile.ZipFile(built) as fork:
+        namespace: dict = {}
+        exec(fork.read(CONTRACT_PATH).decode(), namespace)
+    table = json.loads(namespace["CONTRACT_JSON"])
+    assert table["base"] == "vllm 0.33.0+fork"
+    with zipfile.ZipFile(upstream_wheel[0]) as wheel:
+        fork_tree, upstream_tree = fork_and_upstream(project, wheel)
+        audit = against_baseline(classify(fork_tree), classify(upstream_tree))
+    shipped = {(arch, row["cls"]): row["status"] for arch, rows in table["architectures"].items() for row in rows}
+    # The build has no upstream baseline to compare with, so what the audit calls fixed ships as works.
+    assert shipped == {(r.arch, r.cls): WORKS if r.status == FIXED else r.status for r in audit}
+    assert shipped[("KimiLinearForCausalLM", "vllm.models.kimi_k3.amd.linear.KimiLinearForCausalLM")] == WORKS
+    assert shipped[("MiMoForCausalLM", "vllm.model_executor.models.mimo.MiMoForCausalLM")] == "refused by fork"

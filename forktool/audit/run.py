@@ -8,6 +8,7 @@ from pathlib import Path
 from forktool.audit.classify import BROKEN, against_baseline, classify, is_generation
 from forktool.audit.report import as_json, as_table
 from forktool.audit.symbols import SourceTree
+from forktool.contract_table import fork_source_tree
 from forktool.errors import ForkError
 from forktool.fetch import fetch
 from forktool.project import Project, assemble
@@ -29,12 +30,7 @@ def fork_and_upstream(project: Project, wheel: zipfile.ZipFile) -> tuple[SourceT
 
     fork = assemble(project, upstream_read, names)
     fork.require_buildable(names, "the pinned wheel")
-    overlay = {p: d.decode("utf-8") for p, d in fork.overlay.items() if p.endswith(".py")}
-
-    def fork_read(path: str) -> str:
-        return fork.changed.get(path) or overlay.get(path) or upstream_read(path)
-
-    return SourceTree(fork_read, names | set(overlay)), SourceTree(upstream_read, names)
+    return fork_source_tree(fork.changed, fork.overlay, upstream_read, names), SourceTree(upstream_read, names)
 
 
 def run_audit(project: Project, tree: str, as_machine: bool, verbose: bool) -> int:
