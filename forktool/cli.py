@@ -53,6 +53,14 @@ def _audit(args, project: Project) -> int:
     return run_audit(project, args.tree, args.json, args.verbose)
 
 
+def _history(args, project: Project) -> int:
+    from forktool.history import HISTORY_PATH, write_history
+
+    write_history(args.base, project.root / HISTORY_PATH)
+    print(f"wrote {HISTORY_PATH} from {len(args.base)} releases")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="forktool", description=__doc__)
     top.add_argument("--repo", default=None, help="fork checkout (default: the one holding forktool)")
@@ -83,6 +91,9 @@ def parser() -> argparse.ArgumentParser:
     audit.add_argument("--json", action="store_true")
     audit.add_argument("--verbose", action="store_true", help="list every architecture")
     audit.set_defaults(run=_audit)
+    history = verbs.add_parser("arch-history", help="first release of each architecture, for vllm spec-check")
+    history.add_argument("--base", action="append", required=True, help="a release to read, e.g. vllm==0.29.0")
+    history.set_defaults(run=_history)
     return top
 
 
