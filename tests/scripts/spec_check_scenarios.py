@@ -1,0 +1,159 @@
+"""Config-only checkpoints for the `vllm spec-check` tests and benchmark: the seeds and the ways they go wrong.
+
+write(root) -> {name: Scenario}. GLM-5.3-Flash and its DFlash2 drafter use the real dimensions (the KV
+benchmark's model_configs); the other targets are small but complete configs of the real architectures.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks" / "glm5_kv"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import model_configs  # noqa: E402  (GLM-5.3-Flash + DFlash2 at real dimensions)
+from glm5_spec_probe import DRAFT as TINY_DFLASH_DRAFT  # noqa: E402
+from glm5_spec_probe import TEXT as TINY_GLM_TEXT  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One spec-check invocation and what it must answer: exit code and the status of named checks."""
+
+    argv: list[str]
+    code: int
+    statuses: dict[str, str] = field(default_factory=dict)
+    says: str = ""  # a phrase the report (or the bad-input message) must contain
+
+
+# Small but complete configs of the other seeds' architectures (fields as their config classes require).
+QWEN3_NEXT = dict(
+    architectures=["Qwen3NextForCausalLM"], model_type="qwen3_next", vocab_size=151936, hidden_size=256,
+    intermediate_size=512, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=2, head_dim=64,
+    full_attention_interval=4, linear_conv_kernel_dim=4, linear_key_head_dim=32, linear_value_head_dim=32,
+    linear_num_key_heads=8, linear_num_value_heads=16, num_experts=8, num_experts_per_tok=2,
+    moe_intermediate_size=128, shared_expert_intermediate_size=128, decoder_sparse_step=1, norm_topk_prob=True,
+    max_position_embeddings=4096, rms_norm_eps=1e-6, tie_word_embeddings=False, torch_dtype="bfloat16",
+    rope_parameters={"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25})
+QWEN3_NEXT_DFLASH = dict(
+    architectures=["DFlashDraftModel"], model_type="qwen3", vocab_size=151936, hidden_size=256,
+    target_hidden_size=256, intermediate_size=512, num_hidden_layers=1, num_attention_heads=8,
+    num_key_value_heads=2, head_dim=64, max_position_embeddings=4096, rms_norm_eps=1e-6, rope_theta=10000000.0,
+    block_size=5, tie_word_embeddings=False, torch_dtype="bfloat16",
+    dflash_config={"target_layer_ids": [1, 3, 5], "mask_token_id": 151669})
+KIMI_K3_TEXT = dict(
+    architectures=["KimiLinearForCausalLM"], model_type="kimi_linear", vocab_size=163840, hidden_size=256,
+    intermediate_size=512, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=8, head_dim=32,
+    hidden_act="silu", rms_norm_eps=1e-5, max_position_embeddings=4096, q_lora_rank=None, kv_lora_rank=64,
+    qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32, mla_use_nope=True, num_experts=8,
+    num_experts_per_token=2, num_shared_experts=1, moe_intermediate_size=128, first_k_dense_replace=1,
+    moe_layer_freq=1, moe_renormalize=True, moe_router_activation_func="sigmoid", routed_scaling_factor=2.5,
+    use_grouped_topk=True, num_expert_group=1, topk_group=1, tie_word_embeddings=False, torch_dtype="bfloat16",
+    linear_attn_config={"kda_layers": [1, 2, 3, 5, 6, 7], "full_attn_layers": [4, 8], "head_dim": 32,
+                        "num_heads": 8, "short_conv_kernel_size": 4},
+    bos_token_id=163584, eos_token_id=163585)
+K3_DSPARK = dict(
+    architectures=["K3DSparkModel"], model_type="k3_dspark", vocab_size=163840, hidden_size=256,
+    target_hidden_size=256, intermediate_size=512, num_hidden_layers=1, num_attention_heads=8,
+    num_key_value_heads=8, q_lora_rank=64, kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16,
+    v_head_dim=32, hidden_act="silu", rms_norm_eps=1e-5, max_position_embeddings=4096,
+    target_layer_ids=[1, 3, 5], num_target_layers=3, markov_rank=16, block_size=4, draft_vocab_size=163840,
+    torch_dtype="bfloat16")
+
+
+def _folder(root: Path, name: str, config: dict | str) -> str:
+    (root / name).mkdir(parents=True, exist_ok=True)
+    text = config if isinstance(config, str) else json.dumps(config)
+    (root / name / "config.json").write_text(text)
+    return str(root / name)
+
+
+def _spec(method: str, model: str | None = None, tokens: int = 3) -> list[str]:
+    config = {"method": method, "num_speculative_tokens": tokens} | ({"model": model} if model else {})
+    return ["--speculative-config", json.dumps(config)]
+
+
+def _dflash_draft(arch: str, layer_ids: list[int], **extra) -> dict:
+    return dict(TINY_DFLASH_DRAFT, architectures=[arch], **extra,
+                dflash_config=dict(TINY_DFLASH_DRAFT["dflash_config"], target_layer_ids=layer_ids))
+
+
+def write(root: Path) -> dict[str, Scenario]:
+    """Write every checkpoint under root and return the scenarios that use them."""
+    root = Path(root)
+    model_configs.write(root)
+    text_only = dict(model_configs.target_config()["text_config"], model_type="glm5_next_text",
+                     architectures=["Glm5NextForCausalLM"], dtype="bfloat16")
+    _folder(root, "glm53flash_text_only", text_only)
+    _folder(root, "tiny_glm5", dict(TINY_GLM_TEXT, model_type="glm5_next", architectures=["Glm5NextForCausalLM"]))
+    _folder(root, "dflash1_draft", _dflash_draft("DFlashDraftModel", [0, 2]))
+    _folder(root, "dflash2_too_deep", _dflash_draft("DFlash2DraftModel", [0, 2, 9]))
+    _folder(root, "dflash2_wrong_hidden", _dflash_draft("DFlash2DraftModel", [0, 2], target_hidden_size=256))
+    _folder(root, "mimo", dict(TINY_GLM_TEXT | {"num_key_value_heads": 2}, model_type="qwen2",
+                               architectures=["MiMoForCausalLM"], head_dim=32))
+    _folder(root, "unknown_arch", {"architectures": ["Glm6ForCausalLM"], "model_type": "llama"})
+    _folder(root, "broken_json", '{"architectures": ["LlamaForCausalLM"],')
+    for name, config in (("qwen3_next", QWEN3_NEXT), ("qwen3_next_dflash", QWEN3_NEXT_DFLASH),
+                         ("kimi_k3_text", KIMI_K3_TEXT), ("k3_dspark", K3_DSPARK)):
+        _folder(root, name, config)
+    return scenarios(root)
+
+
+def scenarios(root: Path) -> dict[str, Scenario]:
+    """The scenarios over the folders write(root) creates (paths only: cheap enough for test collection)."""
+    root = Path(root)
+    glm, dflash2 = str(root / model_configs.TARGET_DIR), str(root / model_configs.DRAFT_DIR)
+    glm_text, tiny, dflash1, too_deep, wide, mimo, unknown, broken, qwen, qwen_dflash, kimi, dspark = (
+        str(root / name) for name in (
+            "glm53flash_text_only", "tiny_glm5", "dflash1_draft", "dflash2_too_deep", "dflash2_wrong_hidden",
+            "mimo", "unknown_arch", "broken_json", "qwen3_next", "qwen3_next_dflash", "kimi_k3_text", "k3_dspark"))
+    tp8 = ["--tensor-parallel-size", "8", "--enable-expert-parallel"]
+    return {
+        "glm5_dflash2_tp8": Scenario(
+            [glm, *_spec("dflash", dflash2, 7), *tp8], 0,
+            {"speculator": "pass", "EAGLE3 contract": "pass", "aux layers": "pass", "hidden size": "pass"},
+            "DFlash2Speculator"),
+        "glm5_dflash2_alias": Scenario([glm, *_spec("dflash2", dflash2, 7), *tp8], 0, {"speculator": "pass"},
+                                       "method 'dflash2' runs as 'dflash'"),
+        "glm5_dense_draft_drops_ep": Scenario([glm, *_spec("dflash", dflash2, 7), *tp8], 0,
+                                              {"draft parallelism": "info"}, "target EP not inherited"),
+        "glm5_text_only_mtp": Scenario([glm_text, *_spec("mtp", None, 1), *tp8], 0, {"speculator": "pass"},
+                                       "draft Glm5NextMTPModel"),
+        "qwen3_next_dflash": Scenario([qwen, *_spec("dflash", qwen_dflash, 4), "--tensor-parallel-size", "8"], 0,
+                                      {"EAGLE3 contract": "pass", "aux layers": "pass"}, "DFlashSpeculator"),
+        "kimi_k3_text_dspark_cuda": Scenario([kimi, *_spec("dspark", dspark), "--gpu", "h100"], 0,
+                                             {"EAGLE3 contract": "pass"}, "kimi_k3.nvidia.model.KimiLinearForCausalLM"),
+        "kimi_k3_text_dspark_rocm": Scenario([kimi, *_spec("dspark", dspark), "--gpu", "mi300x"], 0,
+                                             {"EAGLE3 contract": "pass"}, "kimi_k3.amd.linear.KimiLinearForCausalLM"),
+        "dflash2_alias_with_dflash1_draft": Scenario([tiny, *_spec("dflash2", dflash1)], 1,
+                                                     {"speculative config": "fail"}, "use method 'dflash'"),
+        "layer_ids_beyond_depth": Scenario([tiny, *_spec("dflash", too_deep)], 1, {"aux layers": "fail"},
+                                           "outside the target's 4 layers"),
+        "draft_for_another_hidden_size": Scenario([tiny, *_spec("dflash", wide)], 1, {"hidden size": "fail"},
+                                                  "target hidden size 256"),
+        "pp_without_aux_relay": Scenario([tiny, *_spec("dflash", dflash1), "--pipeline-parallel-size", "2"], 1,
+                                         {"pipeline parallel": "fail"}, "pipeline parallelism"),
+        "refused_target": Scenario([mimo, *_spec("dflash", dflash1)], 1, {"speculative config": "fail"},
+                                   "cannot run on MiMoForCausalLM"),
+        "heads_not_divisible": Scenario([tiny, *_spec("dflash", dflash1), "--tensor-parallel-size", "8"], 1,
+                                        {"target parallelism": "fail"}, "divisible"),
+        "unknown_architecture": Scenario([unknown, *_spec("mtp", None, 1)], 1, {"target architecture": "fail"},
+                                         "Glm6ForCausalLM is not a registered architecture"),
+        "missing_folder": Scenario([str(root / "nowhere"), *_spec("mtp")], 2, {}, "is not a folder"),
+        "malformed_config_json": Scenario([broken, *_spec("mtp")], 2, {}, "is not valid JSON"),
+        "no_speculative_config": Scenario([glm], 2, {}, "--speculative-config: required"),
+        "malformed_speculative_json": Scenario([glm, "--speculative-config", '{"method": "mtp"'], 2, {},
+                                               "--speculative-config"),
+        "speculative_config_without_method": Scenario([glm, "--speculative-config", '{"num_speculative_tokens": 3}'],
+                                                      2, {}, "give 'method'"),
+        "unknown_gpu": Scenario([glm, *_spec("mtp"), "--gpu", "h300"], 2, {}, "--gpu"),
+    }
+
+
+if __name__ == "__main__":
+    for name, scenario in write(Path(sys.argv[1])).items():
+        print(name, json.dumps(scenario.argv))

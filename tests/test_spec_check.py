@@ -1,0 +1,110 @@
+"""`vllm spec-check` on the seed scenarios: each verdict, each failing check, and bad input exiting 2.
+
+Every scenario runs the real command (`python -m vllm._fork.spec_check`, what `vllm spec-check` calls) in its
+own process on this GPU-less host, where it installs its stand-in platform: configs only, no weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).parent / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import spec_check_scenarios  # noqa: E402
+
+NAMES = list(spec_check_scenarios.scenarios(Path("unused")))
+
+
+def spec_check(*argv: str, json_out: bool = True, timeout: int = 300) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of one real spec-check process."""
+    command = [sys.executable, "-m", "vllm._fork.spec_check", *argv] + (["--json"] if json_out else [])
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.fixture(scope="module")
+def scenarios(tmp_path_factory) -> dict:
+    return spec_check_scenarios.write(tmp_path_factory.mktemp("spec-check"))
+
+
+@pytest.fixture(scope="module")
+def results(scenarios) -> dict:
+    """Every scenario's run, two at a time (one import-heavy process per core)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = dict(zip(scenarios, pool.map(lambda s: spec_check(*s.argv), scenarios.values())))
+    return runs
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scenario_verdict(scenarios, results, name):
+    expected = scenarios[name]
+    code, out, err = results[name]
+    assert "Traceback" not in out + err, err[-3000:]
+    assert code == expected.code, f"{name}: exit {code}\n{out}\n{err[-2000:]}"
+    report = json.loads(out)
+    assert report["exit_code"] == code
+    if code == 2:
+        assert expected.says in report["error"], report["error"]
+        return
+    statuses = {check["check"]: check["status"] for check in report["checks"]}
+    for check, status in expected.statuses.items():
+        assert statuses.get(check) == status, f"{name}: {check} is {statuses.get(check)}: {report['checks']}"
+    text = " ".join(f"{c['reason']} {c['fix']}" for c in report["checks"])
+    assert expected.says in text, text
+
+
+def test_fuzzed_bad_input_exits_2_with_one_line_and_no_traceback(tmp_path):
+    """hypothesis (in one process, tests/scripts/spec_check_fuzz.py): bad JSON, non-objects, missing fields,
+    paths that do not exist or cannot exist, config files that are not JSON objects."""
+    done = subprocess.run([sys.executable, str(SCRIPTS / "spec_check_fuzz.py"), str(tmp_path), "40"],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(results) == {"malformed_speculative_config", "missing_target", "missing_draft",
+                            "config_file_that_is_not_an_object"}
+    assert all(value == "ok" for value in results.values()), results
+
+
+def test_vllm_console_script_has_the_subcommand_and_keeps_stdout_for_the_report(scenarios):
+    """`vllm spec-check` (the CLI edit) on a host without a GPU, where upstream's `vllm` cannot build parsers."""
+    vllm = Path(sys.executable).parent / "vllm"
+    argv = scenarios["glm5_dflash2_alias"].argv
+    text = subprocess.run([str(vllm), "spec-check", *argv], capture_output=True, text=True, timeout=300)
+    assert text.returncode == 0, text.stderr[-3000:]
+    lines = text.stdout.strip().splitlines()
+    assert lines[0].startswith("spec-check ") and lines[-1] == "verdict: will start"
+    assert all(line.startswith(("spec-check ", "  [", "         fix:", "verdict:")) for line in lines), lines
+    as_json = subprocess.run([str(vllm), "spec-check", *argv, "--json"], capture_output=True, text=True, timeout=300)
+    assert json.loads(as_json.stdout)["verdict"] == "will start"
+
+
+def test_hub_ids_are_read_from_the_local_cache_only(scenarios, tmp_path):
+    """`org/name` resolves to its cached snapshot (the hub library's cache layout); nothing is downloaded."""
+    cache = tmp_path / "hub"
+    for repo_id, folder in (("Qwen/Qwen3-Next-Tiny", "qwen3_next"), ("z-lab/Qwen3-Next-Tiny-DFlash",
+                                                                       "qwen3_next_dflash")):
+        repo = cache / f"models--{repo_id.replace('/', '--')}"
+        snapshot = repo / "snapshots" / ("0" * 40)
+        snapshot.mkdir(parents=True)
+        source = Path(scenarios["qwen3_next_dflash"].argv[0]).parent / folder / "config.json"
+        (snapshot / "config.json").write_bytes(source.read_bytes())
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text("0" * 40)
+    spec = json.dumps({"method": "dflash", "model": "z-lab/Qwen3-Next-Tiny-DFlash", "num_speculative_tokens": 4})
+    env = {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "vllm._fork.spec_check", "Qwen/Qwen3-Next-Tiny",
+                           "--speculative-config", spec, "--json"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env})
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    missing = subprocess.run([sys.executable, "-m", "vllm._fork.spec_check", "Qwen/Not-Cached",
+                              "--speculative-config", spec, "--json"], capture_output=True, text=True,
+                             timeout=300, env={**os.environ, **env})
+    assert missing.returncode == 2 and "never downloads" in json.loads(missing.stdout)["error"]

