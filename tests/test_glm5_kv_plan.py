@@ -45,3 +45,17 @@ def test_what_the_drafter_costs_per_request(plans):
     # 8k requests: 186.6 -> 72.6 (bound/planned 24.8%); 128k: 22.26 -> 18.37. See benchmarks/glm5_kv/README.md.
     assert round(target["8192"], 1) == 186.6 and round(both["8192"], 1) == 72.6
     assert round(target["131072"], 2) == 22.26 and round(both["131072"], 2) == 18.37
+
+
+def test_where_an_8k_request_blocks_go(plans):
+    """Per group: KDA state blocks grow from 3 to 10 with 7 speculative tokens, the draft's window takes 11
+    blocks, and every block costs the pool's whole stride whatever the group's page (padding)."""
+    target, both = plans[False]["groups_8k"], plans[True]["groups_8k"]
+    blocks = lambda groups: [(g["kind"], g["blocks"]) for g in groups]  # noqa: E731
+    kda, mla, tail, draft = ("MambaSpec", "MLAAttentionSpec", "CircularBufferSpec", "SlidingWindowSpec (draft)")
+    assert blocks(target) == [(kda, 3)] * 4 + [(mla, 13), (tail, 1)]
+    assert blocks(both) == [(kda, 10)] * 4 + [(mla, 13), (tail, 1), (draft, 11)]
+    stride = plans[True]["block_stride"]
+    taken = sum(g["blocks"] for g in both) * stride
+    needed = sum(g["needed_bytes"] for g in both)
+    assert round((taken - needed) / (1 << 20), 1) == 140.9  # MiB of one 8k request that is padding

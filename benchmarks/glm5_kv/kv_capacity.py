@@ -89,6 +89,24 @@ def print_table(results: list[dict], text: dict, draft_cfg: dict) -> None:
         print("WARNING bound formula disagrees with vLLM's unpadded specs:", w)
 
 
+def print_breakdown(results: list[dict]) -> None:
+    """Where one 8k request's blocks go: per KV group, blocks x the pool's block stride vs the bytes it needs."""
+    print("\nOne 8,192-token request, per KV group (each block costs the pool's block stride, whatever its page):")
+    print("| GPU | KV | scenario | group | layers | blocks | MiB taken | MiB the group's pages need |")
+    print("|---|---|---|---|---|---|---|---|")
+    for res in (r for r in results if r.get("ok")):
+        scenario = "target + DFlash2" if res["draft"] else "target only"
+        for index, group in enumerate(res["groups_8k"]):
+            print(f"| {res['gpu']} | {'fp8' if res['kv'] == 'fp8' else 'bf16'} | {scenario} | {index}: "
+                  f"{group_label(group)} | {group['layers']} | {group['blocks']} | "
+                  f"{group['blocks'] * res['block_stride'] / MIB:.1f} | {group['needed_bytes'] / MIB:.1f} |")
+
+
+def group_label(group: dict) -> str:
+    """The group's layer spec type and its page (all the group's layers together)."""
+    return f"{group['kind']}, page {group['page_bytes'] / MIB:.2f} MiB"
+
+
 HEADER = """\
 Planner: stock vLLM 0.33.0 KV planning. The fork has no KV-planning change yet, so the
 'target + DFlash2' rows are also what the fork does today.
@@ -123,6 +141,7 @@ def main() -> None:
     print(f"GLM-5.3-Flash TP8 KV-cache plan per rank; vLLM {version}, stand-in SM90 platform")
     print(HEADER)
     print_table(results, text, draft_cfg)
+    print_breakdown(results)
     print()
     print(f"{len(results)} scenarios, --jobs {args.jobs}, wall time {elapsed / 60:.1f} min")
     failed = [r for r in results if not r.get("ok")]

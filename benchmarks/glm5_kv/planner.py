@@ -184,5 +184,24 @@ def plan(vc, specs: dict, available_bytes: int) -> dict:
     for length in (8192, 131072, full_len):
         vc.model_config.max_model_len = length
         out["concurrency"][length] = get_max_concurrency_for_kv_cache_config(vc, sched)
+    vc.model_config.max_model_len = 8192
+    out["groups_8k"] = group_breakdown(vc, worker)
     vc.model_config.max_model_len = full_len
     return out
+
+
+def group_breakdown(vc, worker) -> list[dict]:
+    """Per KV group at the current max_model_len: its kind, layers, whole blocks per request and the bytes
+    those blocks hold vs the bytes its layers need (the terms get_max_concurrency_for_kv_cache_config sums)."""
+    from vllm.utils.math_utils import cdiv
+
+    rows = []
+    for group in worker.kv_cache_groups:
+        spec = group.kv_cache_spec
+        need = spec.max_memory_usage_bytes(vc)
+        members = getattr(spec, "kv_cache_specs", None)  # the worker groups aggregate per-layer specs
+        first = next(iter(members.values())) if members else spec
+        kind = type(first).__name__ + (" (draft)" if getattr(first, "is_draft", False) else "")
+        rows.append({"kind": kind, "layers": len(group.layer_names), "blocks": cdiv(need, spec.page_size_bytes),
+                     "needed_bytes": need, "page_bytes": spec.page_size_bytes})
+    return rows
