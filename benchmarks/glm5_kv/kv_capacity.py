@@ -30,13 +30,13 @@ LENGTHS = (8192, 131072)
 KV_NAME = {"auto": "bf16", "fp8": "fp8"}
 
 
-def run_scenario(work: Path, gpu: str, kv: str, draft: bool) -> dict:
+def run_scenario(work: Path, gpu: str, kv: str, draft: bool, draft_block_scale: int = 1) -> dict:
     """Run scenario.py in a fresh interpreter (stubs must not leak between scenarios)."""
-    tag = f"{gpu}_{kv}_{'draft' if draft else 'nodraft'}"
+    tag = f"{gpu}_{kv}_{'draft' if draft else 'nodraft'}" + (f"_x{draft_block_scale}" if draft_block_scale > 1 else "")
     out, log = work / f"{tag}.json", work / f"{tag}.log"
     cmd = [sys.executable, str(HERE / "scenario.py"), "--gpu", gpu, "--kv", kv,
            "--models", str(work / "models"), "--libcuda", str(work / "libcuda.so.1"),
-           "--out", str(out)] + (["--draft"] if draft else [])
+           "--out", str(out), "--draft-block-scale", str(draft_block_scale)] + (["--draft"] if draft else [])
     with open(log, "w") as fh:
         rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT).returncode
     if not out.exists():
@@ -46,10 +46,16 @@ def run_scenario(work: Path, gpu: str, kv: str, draft: bool) -> dict:
     return json.loads(out.read_text())
 
 
+def scenario_label(res: dict) -> str:
+    if not res["draft"]:
+        return "target only"
+    scale = res.get("draft_block_scale", 1)
+    return "target + DFlash2" + (f", draft blocks x{scale} (what-if)" if scale > 1 else "")
+
+
 def row(res: dict, text: dict, draft_cfg: dict) -> tuple[list[str], list[str]]:
     """One table row for a scenario, plus any bound-vs-spec consistency warnings."""
-    label = "target + DFlash2" if res["draft"] else "target only"
-    head = [res["gpu"], KV_NAME[res["kv"]], label]
+    head = [res["gpu"], KV_NAME[res["kv"]], scenario_label(res)]
     if not res.get("ok"):
         return head + ["FAILED: " + res["error"].splitlines()[0][:90]], []
     b = Bound(text, draft_cfg, res["kv"], res["draft"])
@@ -95,7 +101,7 @@ def print_breakdown(results: list[dict]) -> None:
     print("| GPU | KV | scenario | group | layers | blocks | MiB taken | MiB the group's pages need |")
     print("|---|---|---|---|---|---|---|---|")
     for res in (r for r in results if r.get("ok")):
-        scenario = "target + DFlash2" if res["draft"] else "target only"
+        scenario = scenario_label(res)
         for index, group in enumerate(res["groups_8k"]):
             print(f"| {res['gpu']} | {'fp8' if res['kv'] == 'fp8' else 'bf16'} | {scenario} | {index}: "
                   f"{group_label(group)} | {group['layers']} | {group['blocks']} | "
@@ -124,6 +130,8 @@ def main() -> None:
     ap.add_argument("--kv", nargs="+", choices=["auto", "fp8"], default=["auto", "fp8"])
     ap.add_argument("--jobs", type=int, default=2, help="scenarios run in parallel")
     ap.add_argument("--keep", type=Path, help="keep configs, JSON results and logs here")
+    ap.add_argument("--what-if-draft-block-scale", type=int, default=0, metavar="N",
+                    help="add rows: the drafter's window layers planned on N x larger blocks (a design candidate)")
     args = ap.parse_args()
 
     start = time.monotonic()
@@ -132,7 +140,10 @@ def main() -> None:
         work.mkdir(parents=True, exist_ok=True)
         text, draft_cfg = model_configs.write(work / "models")
         sm90_stub.build_libcuda_stub(work)
-        combos = list(itertools.product(args.gpu, args.kv, (False, True)))
+        combos = [(g, k, d, 1) for g, k, d in itertools.product(args.gpu, args.kv, (False, True))]
+        if args.what_if_draft_block_scale > 1:
+            combos += [(g, k, True, args.what_if_draft_block_scale) for g, k in itertools.product(args.gpu, args.kv)]
+            combos.sort(key=lambda c: (c[0], c[1]))
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             results = list(pool.map(lambda c: run_scenario(work, *c), combos))
     elapsed = time.monotonic() - start

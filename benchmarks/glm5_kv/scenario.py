@@ -10,6 +10,7 @@ import json
 import math
 import sys
 import traceback
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -65,6 +66,10 @@ def run(args) -> dict:
         draft_bytes = sum(p.numel() * p.element_size() for p in drafter.parameters())
     specs = planner.collect_specs(platform, vc)
     res["spec_bytes"] = spec_bytes(specs)
+    if args.draft_block_scale > 1:  # what-if: the draft's window layers on N-times larger blocks
+        specs = {name: replace(spec, block_size=spec.block_size * args.draft_block_scale)
+                 if getattr(spec, "is_draft", False) else spec for name, spec in specs.items()}
+    res["draft_block_scale"] = args.draft_block_scale
     total = sm90_stub.GPUS[args.gpu][1]
     available = int(GPU_MEMORY_UTILIZATION * total - TARGET_WEIGHTS_PER_RANK - draft_bytes)
     res.update(draft_param_bytes=draft_bytes, available_bytes=available)
@@ -78,6 +83,8 @@ def main() -> None:
     ap.add_argument("--gpu", choices=sorted(sm90_stub.GPUS), required=True)
     ap.add_argument("--kv", choices=["auto", "fp8"], required=True)
     ap.add_argument("--draft", action="store_true")
+    ap.add_argument("--draft-block-scale", type=int, default=1,
+                    help="what-if: plan the draft's sliding-window layers with N x the block size")
     ap.add_argument("--models", required=True, help="folder written by model_configs.write")
     ap.add_argument("--libcuda", required=True, help="path to the built libcuda.so.1 stub")
     ap.add_argument("--out", required=True)
@@ -86,6 +93,7 @@ def main() -> None:
         res = run(args)
     except Exception as exc:  # a planning failure is a result, reported verbatim
         res = {"gpu": args.gpu, "kv": args.kv, "draft": args.draft, "ok": False,
+               "draft_block_scale": args.draft_block_scale,
                "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
     Path(args.out).write_text(json.dumps(res, indent=1, default=str))
 
