@@ -58,8 +58,8 @@ def _configs(args: argparse.Namespace, target_dir: str, spec: dict, findings: li
 def run_checks(args: argparse.Namespace) -> list[Finding]:
     """All findings for one invocation; raises BadInput for questions that cannot be asked."""
     import vllm
-    from vllm.model_executor.models.registry import ModelRegistry
     from vllm._fork.eagle3 import needs_aux_hidden_states
+    from vllm.model_executor.models.registry import ModelRegistry
     from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import get_eagle3_aux_layers_from_config
 
     gpu = GPUS[args.gpu]

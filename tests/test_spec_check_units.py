@@ -1,0 +1,96 @@
+"""spec-check's pieces on their own, against the installed fork's real tables (no subprocess, no torch)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vllm._fork.spec_check import checks, tables
+from vllm._fork.spec_check.findings import FAIL, INFO, PASS, WARN, BadInput
+from vllm._fork.spec_check.gpus import GPUS
+from vllm._fork.spec_check.inputs import config_folder, speculative_dict
+
+H100, MI300X = GPUS["h100"], GPUS["mi300x"]
+
+
+@pytest.mark.parametrize("arch, gpu, text_archs, status, phrase", [
+    ("Qwen3NextForCausalLM", H100, [], PASS, "Qwen3NextModel records aux hidden states"),
+    ("KimiLinearForCausalLM", MI300X, [], PASS, "kimi_k3.amd.linear.KimiLinearForCausalLM declares"),
+    ("MiMoForCausalLM", H100, [], FAIL, "refused by fork"),
+    # The language model comes from the checkpoint: decided by the text config's architecture.
+    ("LlavaForConditionalGeneration", H100, ["LlamaForCausalLM"], PASS, "its language model LlamaForCausalLM"),
+    ("LlavaForConditionalGeneration", H100, ["NoSuchForCausalLM"], WARN, "cannot tell from configs"),
+    ("KimiVLForConditionalGeneration", H100, [], FAIL, "does not declare SupportsEagle3"),
+    ("NoSuchForCausalLM", H100, [], WARN, "not in this build's audit table"),
+])
+def test_aux_contract_verdicts(arch, gpu, text_archs, status, phrase):
+    finding = checks.aux_contract(arch, gpu, text_archs)
+    assert (finding.status, phrase in finding.reason) == (status, True), finding
+
+
+def test_platform_classes_follow_the_gpu_vendor():
+    assert all(".amd." not in row["cls"] for row in tables.rows_for("KimiLinearForCausalLM", "nvidia"))
+    assert all(".nvidia." not in row["cls"] for row in tables.rows_for("KimiLinearForCausalLM", "amd"))
+    assert tables.rows_for("Qwen3NextForCausalLM", "amd") == tables.rows_for("Qwen3NextForCausalLM", "nvidia")
+
+
+@pytest.mark.parametrize("layer_ids, status", [
+    ((0, 4, 8), PASS),   # 8 == depth: the output of the last layer is recorded
+    ((2, 9), FAIL),      # past the depth: never recorded
+    ((-1, 3), FAIL),
+    (None, INFO),        # the model's own default
+])
+def test_aux_layer_ids_against_the_target_depth(layer_ids, status):
+    [layers, hidden] = checks.aux_layers(layer_ids, 8, 256, 256)
+    assert layers.status == status and hidden.status == PASS
+
+
+def test_hidden_size_mismatch_fails_and_an_unknown_draft_size_is_not_reported():
+    assert checks.aux_layers((1,), 8, 256, 512)[1].status == FAIL
+    assert [f.check for f in checks.aux_layers((1,), 8, 256, None)] == ["aux layers"]
+
+
+def test_architecture_names_the_release_that_introduced_it():
+    registered = {"LlamaForCausalLM"}
+    newer = checks.architecture({"architectures": ["Glm5NextForCausalLM"]}, "0.29.0", registered, "target")
+    assert newer.status == FAIL and "first appears in vLLM 0.30.0" in newer.reason
+    unknown = checks.architecture({"architectures": ["Glm6ForCausalLM"]}, "0.33.0+fork", registered, "target")
+    assert unknown.status == FAIL and "nor of any release up to 0.33.0" in unknown.reason
+    old = checks.architecture({"architectures": ["LlamaForCausalLM"]}, "0.33.0", registered, "target")
+    assert old.status == PASS and "since 0.23.0 or earlier" in old.reason
+    assert checks.architecture({}, "0.33.0", registered, "target").status == FAIL
+
+
+def test_config_folder_accepts_a_folder_or_a_config_file(tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps({"architectures": ["X"]}))
+    with config_folder(str(tmp_path / "ckpt"), "MODEL") as folder:
+        assert folder == str(tmp_path / "ckpt")
+    loose = tmp_path / "draft.json"
+    loose.write_text(json.dumps({"architectures": ["Y"]}))
+    with config_folder(str(loose), "draft") as folder:
+        assert json.loads((tmp_path / folder / "config.json").read_text()) == {"architectures": ["Y"]}
+    assert not (tmp_path / folder).exists()  # the temporary copy is gone afterwards
+
+
+@pytest.mark.parametrize("make, phrase", [
+    (lambda p: p / "missing", "is not a folder, a config file or a hub id"),
+    (lambda p: (p / "empty").mkdir() or p / "empty", "has no config.json"),
+    (lambda p: (p / "list.json").write_text("[1]") and p / "list.json", "must hold a JSON object"),
+    (lambda p: (p / "bad.json").write_text("{") and p / "bad.json", "is not valid JSON"),
+    (lambda p: p / ("x" * 300), "cannot use"),
+])
+def test_config_folder_rejects_with_one_line(tmp_path, make, phrase):
+    with pytest.raises(BadInput) as caught, config_folder(str(make(tmp_path)), "MODEL"):
+        pass
+    assert phrase in str(caught.value) and str(caught.value).startswith("MODEL: ")
+
+
+@pytest.mark.parametrize("value, phrase", [
+    (None, "required"), ([1], "expected a JSON object"), ({"num_speculative_tokens": 3}, "give 'method'"),
+])
+def test_speculative_config_must_name_a_method_or_a_model(value, phrase):
+    with pytest.raises(BadInput, match=phrase):
+        speculative_dict(value)
+    assert speculative_dict({"method": "mtp"}) == {"method": "mtp"}
