@@ -65,12 +65,12 @@ def test_architecture_names_the_release_that_introduced_it():
 def test_config_folder_accepts_a_folder_or_a_config_file(tmp_path):
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "ckpt" / "config.json").write_text(json.dumps({"architectures": ["X"]}))
-    with config_folder(str(tmp_path / "ckpt"), "MODEL") as folder:
-        assert folder == str(tmp_path / "ckpt")
+    with config_folder(str(tmp_path / "ckpt"), "MODEL") as (folder, config):
+        assert (folder, config) == (str(tmp_path / "ckpt"), {"architectures": ["X"]})
     loose = tmp_path / "draft.json"
     loose.write_text(json.dumps({"architectures": ["Y"]}))
-    with config_folder(str(loose), "draft") as folder:
-        assert json.loads((tmp_path / folder / "config.json").read_text()) == {"architectures": ["Y"]}
+    with config_folder(str(loose), "draft") as (folder, config):
+        assert json.loads((tmp_path / folder / "config.json").read_text()) == config == {"architectures": ["Y"]}
     assert not (tmp_path / folder).exists()  # the temporary copy is gone afterwards
 
 

@@ -38,7 +38,7 @@ def _from_hf_cache(name: str) -> Path | None:
 
 @contextmanager
 def config_folder(argument: str, what: str):
-    """Yield a folder holding `argument`'s config.json: a folder, a JSON file, or a cached hub id."""
+    """Yield (folder holding `argument`'s config.json, that config): a folder, a JSON file, or a cached hub id."""
     try:
         path = Path(argument).expanduser()
         is_dir, is_file = path.is_dir(), path.is_file()
@@ -47,8 +47,7 @@ def config_folder(argument: str, what: str):
     if is_dir:
         if not (path / "config.json").is_file():
             raise BadInput(f"{what}: {path} has no config.json; pass the checkpoint folder or its config file")
-        _read_json(path / "config.json", what)
-        yield str(path)
+        yield str(path), _read_json(path / "config.json", what)
         return
     if is_file:
         data = _read_json(path, what)
@@ -57,12 +56,11 @@ def config_folder(argument: str, what: str):
             for extra in ("generation_config.json",):  # keep siblings vLLM reads, when present
                 if (path.parent / extra).is_file():
                     shutil.copy(path.parent / extra, Path(tmp) / extra)
-            yield tmp
+            yield tmp, data
         return
     cached = _from_hf_cache(argument) if "/" in argument and not argument.startswith((".", "/", "~")) else None
     if cached is not None:
-        _read_json(cached / "config.json", what)
-        yield str(cached)
+        yield str(cached), _read_json(cached / "config.json", what)
         return
     raise BadInput(f"{what}: {argument} is not a folder, a config file or a hub id in the local HF cache "
                    "(spec-check never downloads; run `huggingface-cli download ID config.json` first)")

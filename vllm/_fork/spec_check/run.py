@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 from contextlib import ExitStack
-from pathlib import Path
 
 from vllm._fork.spec_check import checks, parallel
 from vllm._fork.spec_check.findings import FAIL, INFO, Finding, as_json, as_text, exit_code
@@ -67,12 +66,11 @@ def run_checks(args: argparse.Namespace) -> list[Finding]:
     registered = set(ModelRegistry.get_supported_archs())
     findings = [Finding("target GPU", INFO, f"{args.tensor_parallel_size} x {gpu.describe()}")]
     with ExitStack() as stack:
-        target_dir = stack.enter_context(config_folder(args.model, "MODEL"))
-        findings.append(checks.architecture(_read(target_dir), vllm.__version__, registered, "target architecture"))
+        target_dir, target = stack.enter_context(config_folder(args.model, "MODEL"))
+        findings.append(checks.architecture(target, vllm.__version__, registered, "target architecture"))
         if isinstance(spec.get("model"), str):
-            spec["model"] = stack.enter_context(config_folder(spec["model"], "speculative model"))
-            findings.append(checks.architecture(_read(spec["model"]), vllm.__version__, registered,
-                                                "draft architecture"))
+            spec["model"], draft = stack.enter_context(config_folder(spec["model"], "speculative model"))
+            findings.append(checks.architecture(draft, vllm.__version__, registered, "draft architecture"))
         if any(f.status == FAIL for f in findings):
             return findings
         requested = spec.get("method") or "(from the draft)"
@@ -99,10 +97,6 @@ def run_checks(args: argparse.Namespace) -> list[Finding]:
         findings.append(Finding("KV cache plan", INFO, "not computed by spec-check: it needs the engine's "
                                 "planner on the target platform (for GLM-5.3-Flash see benchmarks/glm5_kv)"))
     return [f for f in findings if f is not None]
-
-
-def _read(folder: str) -> dict:
-    return json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
 
 
 def report(args: argparse.Namespace) -> tuple[int, str]:
