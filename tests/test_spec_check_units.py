@@ -94,3 +94,22 @@ def test_speculative_config_must_name_a_method_or_a_model(value, phrase):
     with pytest.raises(BadInput, match=phrase):
         speculative_dict(value)
     assert speculative_dict({"method": "mtp"}) == {"method": "mtp"}
+
+
+@pytest.mark.parametrize("argv, name", [
+    ([], "h100"), (["--gpu", "b200"], "b200"), (["x", "--gpu=mi300x"], "mi300x"), (["--gpu"], "h100"),
+])
+def test_gpu_is_read_from_raw_argv_before_the_parser_exists(argv, name):
+    from vllm._fork.spec_check.platform import requested_gpu
+
+    assert requested_gpu(argv) == GPUS[name]
+
+
+def test_stand_in_platform_answers_device_questions_without_claiming_cuda():
+    from vllm._fork.spec_check.platform import stand_in_platform
+
+    platform = stand_in_platform(GPUS["b200"])
+    capability = platform.get_device_capability()
+    assert (capability.major, capability.minor) == (10, 0) and platform.is_device_capability_family(100)
+    assert platform.get_device_total_memory() == GPUS["b200"].memory_bytes
+    assert platform.device_type == "cuda" and not platform.is_cuda() and not platform.is_unspecified()

@@ -14,16 +14,17 @@ class Gpu:
     name: str
     vendor: str  # "nvidia" or "amd": picks the platform-specific model classes (vllm/models/*/nvidia|amd)
     memory_bytes: int
-    capability: str  # SM version for NVIDIA, gfx target for AMD
+    capability: tuple[int, int]  # as vLLM's DeviceCapability reports it (ROCm: the gfx major/minor)
+    target: str  # the compiler's name for it: SM version for NVIDIA, gfx target for AMD
 
     def describe(self) -> str:
-        return f"{self.name} ({self.memory_bytes / GIB:.0f} GiB, {self.capability})"
+        return f"{self.name} ({self.memory_bytes / GIB:.0f} GiB, {self.target})"
 
 
 GPUS = {
-    "h100": Gpu("H100 80GB", "nvidia", 80 * GIB, "sm90"),
-    "h200": Gpu("H200", "nvidia", 141 * GIB, "sm90"),
-    "b200": Gpu("B200", "nvidia", 180 * GIB, "sm100"),
-    "mi300x": Gpu("MI300X", "amd", 192 * GIB, "gfx942"),
-    "mi355x": Gpu("MI355X", "amd", 288 * GIB, "gfx950"),
+    "h100": Gpu("H100 80GB", "nvidia", 80 * GIB, (9, 0), "sm90"),
+    "h200": Gpu("H200", "nvidia", 141 * GIB, (9, 0), "sm90"),
+    "b200": Gpu("B200", "nvidia", 180 * GIB, (10, 0), "sm100"),
+    "mi300x": Gpu("MI300X", "amd", 192 * GIB, (9, 4), "gfx942"),
+    "mi355x": Gpu("MI355X", "amd", 288 * GIB, (9, 5), "gfx950"),
 }
