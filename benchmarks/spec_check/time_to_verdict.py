@@ -28,8 +28,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "tests" / "scripts"
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(SCRIPTS)]
 from conftest import CPU_BUILD  # noqa: E402  (the one place that says how the CPU base is built)
+from run_llm import serve_flags  # noqa: E402  (the engine settings of run_llm.py, as spec-check flags)
 
 PAIRS = [  # (target, speculative mode as run_llm.py takes it, what the user is told)
     ("glm4", "dflash:dflash_beyond_depth", "draft's target_layer_ids past the target's depth"),
@@ -61,7 +62,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="time-to-verdict-") as tmp:
         work = Path(tmp)
-        env = dict(os.environ, PYTHONPATH=str(_fork_tree(work)), VLLM_CPU_KVCACHE_SPACE="1")
+        env = dict(os.environ, PYTHONPATH=str(_fork_tree(work)))
         models = work / "models"
         subprocess.run([args.cpu_python, str(SCRIPTS / "tiny_models.py"), str(models)], check=True,
                        capture_output=True)
@@ -73,7 +74,7 @@ def main() -> None:
             spec = json.dumps({"method": method, "model": str(models / (folder or method)),
                                "num_speculative_tokens": 2})
             check = [args.cpu_python, "-m", "vllm._fork.spec_check", str(models / target),
-                     "--speculative-config", spec]
+                     "--speculative-config", spec, *serve_flags()]  # same engine: spec-check plans its KV too
             runs = [_timed(check, env, work) for _ in range(args.repeat)]
             engine_s, _ = _timed([args.cpu_python, str(SCRIPTS / "run_llm.py"), str(work / "out.json"),
                                   str(models), target, mode], env, work)

@@ -8,7 +8,6 @@ The vllm package is whatever this interpreter imports (PYTHONPATH may put the fo
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import traceback
@@ -16,6 +15,17 @@ from pathlib import Path
 
 PROMPTS = [[2, 10, 11, 12, 13, 14, 15, 16], [2, 100, 37, 200, 5, 77], [2, *range(40, 72)]]
 MAX_TOKENS = 24
+# The engine of every run; the KV pool is given explicitly so that spec-check can plan the same one.
+ENGINE = dict(dtype="float32", enforce_eager=True, max_model_len=256, max_num_seqs=4, kv_cache_memory_bytes=1 << 30)
+
+
+def serve_flags() -> list[str]:
+    """ENGINE as `vllm serve` (and `vllm spec-check`) flags."""
+    flags = []
+    for key, value in ENGINE.items():
+        flag = "--" + key.replace("_", "-")
+        flags += [flag] if value is True else [flag, str(value)]
+    return flags
 
 
 def _speculative(mode: str, models: Path) -> dict | None:
@@ -33,8 +43,8 @@ def run(models: Path, target: str, mode: str, extra: dict) -> dict:
         import vllm
         from vllm import LLM, SamplingParams
 
-        llm = LLM(model=str(models / target), dtype="float32", enforce_eager=True, max_model_len=256,
-                  max_num_seqs=4, seed=0, speculative_config=_speculative(mode, models), **extra)
+        llm = LLM(model=str(models / target), seed=0, speculative_config=_speculative(mode, models), **ENGINE,
+                  **extra)
         params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True)
         outputs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], params, use_tqdm=False)
         tokens = [list(o.outputs[0].token_ids) for o in outputs]
@@ -48,5 +58,4 @@ def run(models: Path, target: str, mode: str, extra: dict) -> dict:
 if __name__ == "__main__":  # vLLM spawns workers: the guard keeps them from re-running this
     out, models, target, mode = sys.argv[1:5]
     extra = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; the default asks for far more
     Path(out).write_text(json.dumps(run(Path(models), target, mode, extra)))

@@ -115,7 +115,8 @@ def scenarios(root: Path) -> dict[str, Scenario]:
     return {
         "glm5_dflash2_tp8": Scenario(
             [glm, *_spec("dflash", dflash2, 7), *tp8], 0,
-            {"speculator": "pass", "EAGLE3 contract": "pass", "aux layers": "pass", "hidden size": "pass"},
+            {"speculator": "pass", "EAGLE3 contract": "pass", "aux layers": "pass", "hidden size": "pass",
+             "KV cache plan": "info"},  # this host has no H100: the plan needs its attention backends
             "DFlash2Speculator"),
         "glm5_dflash2_alias": Scenario([glm, *_spec("dflash2", dflash2, 7), *tp8], 0, {"speculator": "pass"},
                                        "method 'dflash2' runs as 'dflash'"),

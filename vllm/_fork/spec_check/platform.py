@@ -33,6 +33,7 @@ def stand_in_platform(gpu: Gpu):
     major, minor = gpu.capability
 
     class SpecCheckPlatform(Platform):
+        spec_check_stand_in = True  # the KV plan needs the real GPU's backends: skipped on this platform
         _enum = PlatformEnum.OOT
         device_name = device_type = "cuda"
         dispatch_key, ray_device_key, dist_backend = "CUDA", "GPU", "nccl"

@@ -23,14 +23,21 @@ def _context_parallel(args: argparse.Namespace) -> dict[str, int]:
     return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 
-def _configs(args: argparse.Namespace, target_dir: str, spec: dict, findings: list[Finding]):
-    """Build ModelConfig, ParallelConfig and SpeculativeConfig as the engine does; None after a failure."""
-    from vllm.config import ParallelConfig
+def _engine_args(args: argparse.Namespace, target_dir: str, spec: dict):
+    """`vllm serve`'s EngineArgs for these flags, on the config folders, with dummy weights."""
     from vllm.engine.arg_utils import EngineArgs
 
     engine_args = EngineArgs.from_cli_args(args)
-    engine_args.model, engine_args.skip_tokenizer_init = target_dir, True
-    engine_args.speculative_config = spec
+    engine_args.model, engine_args.skip_tokenizer_init, engine_args.load_format = target_dir, True, "dummy"
+    engine_args.speculative_config = dict(spec)  # the engine adds its own keys to this dict
+    return engine_args
+
+
+def _configs(args: argparse.Namespace, target_dir: str, spec: dict, findings: list[Finding]):
+    """Build ModelConfig, ParallelConfig and SpeculativeConfig as the engine does; None after a failure."""
+    from vllm.config import ParallelConfig
+
+    engine_args = _engine_args(args, target_dir, spec)
     try:
         model_config = engine_args.create_model_config()
     except Exception as exc:
@@ -57,7 +64,9 @@ def _configs(args: argparse.Namespace, target_dir: str, spec: dict, findings: li
 def run_checks(args: argparse.Namespace) -> list[Finding]:
     """All findings for one invocation; raises BadInput for questions that cannot be asked."""
     import vllm
+    from vllm import platforms
     from vllm._fork.eagle3 import needs_aux_hidden_states
+    from vllm._fork.spec_check.kv_plan import kv_plan_finding
     from vllm.model_executor.models.registry import ModelRegistry
     from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import get_eagle3_aux_layers_from_config
 
@@ -94,8 +103,9 @@ def run_checks(args: argparse.Namespace) -> list[Finding]:
                                          sizes.get("decode_context_parallel_size", 1)))
         if spec_config.draft_parallel_config is not None:
             findings.append(parallel.draft_placement(spec_config, bool(args.enable_expert_parallel)))
-        findings.append(Finding("KV cache plan", INFO, "not computed by spec-check: it needs the engine's "
-                                "planner on the target platform (for GLM-5.3-Flash see benchmarks/glm5_kv)"))
+        if not any(f is not None and f.status == FAIL for f in findings):  # plan only what would start
+            stand_in = getattr(platforms.current_platform, "spec_check_stand_in", False)
+            findings.append(kv_plan_finding(_engine_args(args, target_dir, spec), args, stand_in))
     return [f for f in findings if f is not None]
 
 

@@ -1,0 +1,139 @@
+"""The KV-cache plan of target + draft by the engine's own planning, without weights, where the host has a platform.
+
+The models are built on the meta device (shapes, no memory), their layers give their KV specs as a worker's
+runner reads them, and EngineCore's own `_initialize_kv_caches` plans with an executor that answers from
+them. Only the available memory is not profiled: it is --kv-cache-memory-bytes, or --gpu-memory-utilization
+of the device minus the weights (activation peak and CUDA graphs are not subtracted).
+"""
+
+from __future__ import annotations
+
+import socket
+import types
+
+from vllm._fork.spec_check.checks import one_line
+from vllm._fork.spec_check.findings import FAIL, INFO, PASS, Finding
+
+GIB = 1 << 30
+NAME = "KV cache plan"
+
+
+class _PlannedExecutor:
+    """What EngineCore asks its executor while planning, answered from one rank's specs and memory."""
+
+    def __init__(self, vllm_config, specs: dict, available: int):
+        self.specs, self.available = specs, available
+        self.worker = types.SimpleNamespace(vllm_config=vllm_config, cache_config=vllm_config.cache_config)
+
+    def get_kv_cache_specs(self):
+        return [self.specs]
+
+    def get_supported_kv_cache_layouts(self):
+        from vllm.v1.worker.worker_base import WorkerBase
+
+        return [WorkerBase.get_supported_kv_cache_layouts(self.worker)]
+
+    def set_kv_cache_layout(self, *layout):
+        from vllm.v1.worker.worker_base import WorkerBase
+
+        WorkerBase.set_kv_cache_layout(self.worker, *layout)
+
+    def determine_available_memory(self):
+        return [self.available]
+
+    def initialize_from_config(self, configs):
+        self.configs = configs
+
+    def compile_or_warm_up_model(self):
+        return 0.0
+
+
+class _FakeTPGroup:
+    """A real one-process group that reports the deployment's TP size, so layers shard as on rank 0."""
+
+    def __init__(self, real, size: int):
+        self._real, self.world_size, self.rank_in_group, self.ranks = real, size, 0, list(range(size))
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def _init_one_rank(vllm_config, tp: int) -> None:
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed import parallel_state
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with set_current_vllm_config(vllm_config):
+        parallel_state.init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
+                                                    distributed_init_method=f"tcp://127.0.0.1:{port}")
+        parallel_state.initialize_model_parallel(1, 1)
+    if tp > 1:
+        parallel_state._TP = _FakeTPGroup(parallel_state._TP, tp)
+
+
+def _build_on_meta(vllm_config) -> int:
+    """Target and draft on the meta device; returns their weight bytes on this rank."""
+    import torch
+
+    from vllm.config import set_current_vllm_config
+    from vllm.model_executor.model_loader.utils import initialize_model
+    from vllm.utils.torch_utils import set_default_torch_dtype
+
+    models = []
+    with set_current_vllm_config(vllm_config), torch.device("meta"):
+        with set_default_torch_dtype(vllm_config.model_config.dtype):
+            models.append(initialize_model(vllm_config=vllm_config))
+        spec = vllm_config.speculative_config
+        draft = getattr(spec, "draft_model_config", None) if spec is not None else None
+        if draft is not None:
+            with set_default_torch_dtype(draft.dtype):
+                models.append(initialize_model(vllm_config=vllm_config, model_config=draft))
+    return sum(p.numel() * p.element_size() for model in models for p in model.parameters())
+
+
+def plan(engine_args, memory_utilization: float, kv_memory: int | None) -> dict:
+    """Engine config, meta-built layers, their specs, then EngineCore's own planning steps."""
+    from vllm.platforms import current_platform
+    from vllm.v1.core.kv_cache_utils import get_max_concurrency_for_kv_cache_config
+    from vllm.v1.engine.core import EngineCore
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    vllm_config = engine_args.create_engine_config()
+    _init_one_rank(vllm_config, vllm_config.parallel_config.tensor_parallel_size)
+    weights = _build_on_meta(vllm_config)
+    runner = types.SimpleNamespace(vllm_config=vllm_config, shared_kv_cache_layers={})
+    specs = GPUModelRunner.get_kv_cache_spec(runner)  # the runner's own collection, read unbound
+    if kv_memory is None:
+        kv_memory = int(memory_utilization * current_platform.get_device_total_memory()) - weights
+    executor = _PlannedExecutor(vllm_config, specs, kv_memory)
+    core = types.SimpleNamespace(model_executor=executor, collective_rpc=lambda *a, **k: None,
+                                 available_gpu_memory_for_kv_cache=kv_memory)
+    scheduler_config = EngineCore._initialize_kv_caches(core, vllm_config)
+    return {"tokens": vllm_config.cache_config.kv_cache_size_tokens, "blocks": scheduler_config.num_blocks,
+            "groups": len(scheduler_config.kv_cache_groups), "block_size": vllm_config.cache_config.block_size,
+            "max_model_len": vllm_config.model_config.max_model_len, "available": kv_memory, "weights": weights,
+            "concurrency": get_max_concurrency_for_kv_cache_config(vllm_config, scheduler_config)}
+
+
+def kv_plan_finding(engine_args, args, stand_in: bool) -> Finding:
+    """The plan as one line, or why it was not computed on this host."""
+    if stand_in:
+        return Finding(NAME, INFO, "not computed on a host without the GPU: the KV specs come from the attention "
+                       "backends vLLM picks there; run spec-check on a node with one such GPU (no weights needed)")
+    if args.pipeline_parallel_size > 1:
+        return Finding(NAME, INFO, "not computed with pipeline parallelism (each stage plans its own layers)")
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu() and args.kv_cache_memory_bytes is None:
+        return Finding(NAME, INFO, "not computed: on the CPU platform pass --kv-cache-memory-bytes")
+    try:
+        result = plan(engine_args, args.gpu_memory_utilization, args.kv_cache_memory_bytes)
+    except Exception as exc:
+        return Finding(NAME, FAIL, one_line(exc), "lower --max-model-len, or give the KV cache more memory")
+    unprofiled = "" if args.kv_cache_memory_bytes else ", activation peak not subtracted"
+    return Finding(NAME, PASS, f"{result['tokens']:,} KV tokens in {result['groups']} group(s) of "
+                   f"{result['blocks']:,} blocks (block {result['block_size']}); max concurrency "
+                   f"{result['concurrency']:.2f} at {result['max_model_len']:,} tokens; "
+                   f"{result['available'] / GIB:.2f} GiB for KV per rank{unprofiled}")
