@@ -108,3 +108,11 @@ def test_hub_ids_are_read_from_the_local_cache_only(scenarios, tmp_path):
                               "--speculative-config", spec, "--json"], capture_output=True, text=True,
                              timeout=300, env={**os.environ, **env})
     assert missing.returncode == 2 and "never downloads" in json.loads(missing.stdout)["error"]
+
+
+def test_importing_the_scenario_configs_leaves_the_environment_alone():
+    """The probe's CPU stand-ins (VLLM_TARGET_DEVICE=cpu, V2 runner) once leaked into every later engine run."""
+    code = ("import os, sys; sys.path.insert(0, sys.argv[1]); before = dict(os.environ); "
+            "import spec_check_scenarios, glm5_spec_probe; sys.exit(dict(os.environ) != before)")
+    clean = {k: v for k, v in os.environ.items() if k not in ("VLLM_TARGET_DEVICE", "VLLM_USE_V2_MODEL_RUNNER")}
+    assert subprocess.run([sys.executable, "-c", code, str(SCRIPTS)], env=clean, timeout=120).returncode == 0

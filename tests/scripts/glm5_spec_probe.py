@@ -19,8 +19,9 @@ import tempfile
 import traceback
 from pathlib import Path
 
-os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "1")
+# The CPU stand-ins (see above) are set when this runs as a script, before anything imports vllm: other scripts
+# and tests import its configs, and must not inherit them (the GPU script, the CPU e2e engines).
+CPU_STAND_INS = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_USE_V2_MODEL_RUNNER": "1"}
 
 TEXT = dict(
     vocab_size=512, hidden_size=128, intermediate_size=256, moe_intermediate_size=64, num_hidden_layers=4,
@@ -143,4 +144,6 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
+    for name, value in CPU_STAND_INS.items():
+        os.environ.setdefault(name, value)
     main(Path(sys.argv[1]))
