@@ -104,7 +104,7 @@ def _spec_check(cpu_python: Path, models: Path, tree: Path, target: str, mode: s
 
 
 @pytest.fixture(scope="module")
-def reference(fork_run) -> dict:
+def reference(fork_run, fork_tree) -> dict:
     """Greedy tokens without speculation, per target, on the fork (the declaration does not change them)."""
     runs = {t: fork_run(t, "nospec") for t in ("glm4", "qwen2audio")}
     for target, result in runs.items():
