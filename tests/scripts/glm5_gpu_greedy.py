@@ -47,17 +47,18 @@ def generate(target: str, speculative: dict | None) -> dict:
 
 
 if __name__ == "__main__":
-    target, draft = checkpoints(Path(tempfile.mkdtemp()))
-    runs = {"nospec": None, "mtp": {"method": "mtp", "num_speculative_tokens": 1},
-            "dflash2": {"method": "dflash2", "model": draft, "num_speculative_tokens": 7}}
-    results = {}
-    for name, speculative in runs.items():
-        try:
-            results[name] = generate(target, speculative)
-        except Exception as exc:  # noqa: BLE001 - report every mode, not just the first failure
-            results[name] = {"error": f"{type(exc).__name__}: {exc}"}
-    base = results["nospec"].get("tokens")
-    for name in ("mtp", "dflash2"):
-        results[name]["identical"] = base is not None and results[name].get("tokens") == base
-    Path(sys.argv[1]).write_text(json.dumps(results, indent=1))
+    with tempfile.TemporaryDirectory() as scratch:  # the dummy checkpoints go with the run
+        target, draft = checkpoints(Path(scratch))
+        runs = {"nospec": None, "mtp": {"method": "mtp", "num_speculative_tokens": 1},
+                "dflash2": {"method": "dflash2", "model": draft, "num_speculative_tokens": 7}}
+        results = {}
+        for name, speculative in runs.items():
+            try:
+                results[name] = generate(target, speculative)
+            except Exception as exc:  # noqa: BLE001 - report every mode, not just the first failure
+                results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        base = results["nospec"].get("tokens")
+        for name in ("mtp", "dflash2"):
+            results[name]["identical"] = base is not None and results[name].get("tokens") == base
+        Path(sys.argv[1]).write_text(json.dumps(results, indent=1))
     sys.exit(0 if all(results[n].get("identical") for n in ("mtp", "dflash2")) else 1)

@@ -127,7 +127,11 @@ def build_mtp_without_indexer(config) -> dict:
 
 
 def main(out: Path) -> None:
-    paths = checkpoints(Path(tempfile.mkdtemp()))
+    with tempfile.TemporaryDirectory() as scratch:  # config-only checkpoints, gone with the probe
+        _probe_all(checkpoints(Path(scratch)), out)
+
+
+def _probe_all(paths, out: Path) -> None:
     results = {}
     for name, (target, speculative) in CASES.items():
         try:

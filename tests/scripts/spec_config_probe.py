@@ -36,15 +36,16 @@ def _speculative(method: str, root: Path) -> dict:
 def probe(arch: str, method: str) -> dict:
     from vllm.engine.arg_utils import EngineArgs
 
-    root = Path(tempfile.mkdtemp())
-    target = _write(root / "target", dict(SHAPE, model_type="qwen2", architectures=[arch], num_hidden_layers=6))
-    args = EngineArgs(model=target, skip_tokenizer_init=True, max_model_len=128,
-                      speculative_config=_speculative(method, root))
-    try:
-        args.create_engine_config()
-    except Exception as exc:  # noqa: BLE001 - the probe reports whatever validation raises
-        return {"accepted": False, "error": f"{type(exc).__name__}: {exc}"}
-    return {"accepted": True, "error": ""}
+    with tempfile.TemporaryDirectory() as scratch:  # config-only folders, gone with the probe
+        root = Path(scratch)
+        target = _write(root / "target", dict(SHAPE, model_type="qwen2", architectures=[arch], num_hidden_layers=6))
+        args = EngineArgs(model=target, skip_tokenizer_init=True, max_model_len=128,
+                          speculative_config=_speculative(method, root))
+        try:
+            args.create_engine_config()
+        except Exception as exc:  # noqa: BLE001 - the probe reports whatever validation raises
+            return {"accepted": False, "error": f"{type(exc).__name__}: {exc}"}
+        return {"accepted": True, "error": ""}
 
 
 if __name__ == "__main__":
