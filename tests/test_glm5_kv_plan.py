@@ -1,9 +1,10 @@
 """GLM-5.3-Flash + DFlash2 KV planning, TP8 H100 bf16, with vLLM's own planner on a stand-in SM90 platform.
 
-Documents what 0.33.0 does (the fork has no KV-planning change yet): planning succeeds, the drafter's
-sliding-window layers get a seventh group in the same block pool, and per-request capacity drops. The
-scenario runner and its stubs are the benchmark's (benchmarks/glm5_kv/); this pins the behaviour so a
-KV change in the fork shows up here as a deliberate update of these numbers.
+Documents what stock 0.33.0 does (planning succeeds, the drafter's sliding-window layers get a seventh
+group in the same block pool, per-request capacity drops) and what the fork's draft page packing changes
+(vllm/_fork/kv_pages.py): the draft group's blocks hold 4x the tokens in the same stride. The scenario
+runner and its stubs are the benchmark's (benchmarks/glm5_kv/); "stock" runs the installed fork with its
+two packing hooks taken out again, so both plans come from the same planner code.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ def plans(tmp_path_factory) -> dict:
     work = tmp_path_factory.mktemp("kvplan")
     model_configs.write(work / "models")
     sm90_stub.build_libcuda_stub(work)  # kv_capacity.run_scenario expects work/libcuda.so.1
-    return {draft: kv_capacity.run_scenario(work, "H100", "auto", draft) for draft in (False, True)}
+    runs = {"target": (False, "fork"), "stock": (True, "stock"), "fork": (True, "fork")}
+    return {name: kv_capacity.run_scenario(work, "H100", "auto", *run) for name, run in runs.items()}
 
 
 def test_stock_planner_accepts_glm5_with_the_dflash2_drafter(plans):
-    target, both = plans[False], plans[True]
+    target, both = plans["target"], plans["stock"]
     assert target["ok"] and both["ok"], (target.get("error"), both.get("error"))
     # The kpool tail backend forces the block-outermost layout: one pool, no page-size unification error.
     assert target["layout"] == both["layout"] == "BLHNC"
@@ -41,7 +43,7 @@ def test_stock_planner_accepts_glm5_with_the_dflash2_drafter(plans):
 
 
 def test_what_the_drafter_costs_per_request(plans):
-    target, both = plans[False]["concurrency"], plans[True]["concurrency"]
+    target, both = plans["target"]["concurrency"], plans["stock"]["concurrency"]
     # 8k requests: 186.6 -> 72.6 (bound/planned 24.8%); 128k: 22.26 -> 18.37. See benchmarks/glm5_kv/README.md.
     assert round(target["8192"], 1) == 186.6 and round(both["8192"], 1) == 72.6
     assert round(target["131072"], 2) == 22.26 and round(both["131072"], 2) == 18.37
@@ -50,12 +52,29 @@ def test_what_the_drafter_costs_per_request(plans):
 def test_where_an_8k_request_blocks_go(plans):
     """Per group: KDA state blocks grow from 3 to 10 with 7 speculative tokens, the draft's window takes 11
     blocks, and every block costs the pool's whole stride whatever the group's page (padding)."""
-    target, both = plans[False]["groups_8k"], plans[True]["groups_8k"]
+    target, both = plans["target"]["groups_8k"], plans["stock"]["groups_8k"]
     blocks = lambda groups: [(g["kind"], g["blocks"]) for g in groups]  # noqa: E731
     kda, mla, tail, draft = ("MambaSpec", "MLAAttentionSpec", "CircularBufferSpec", "SlidingWindowSpec (draft)")
     assert blocks(target) == [(kda, 3)] * 4 + [(mla, 13), (tail, 1)]
     assert blocks(both) == [(kda, 10)] * 4 + [(mla, 13), (tail, 1), (draft, 11)]
-    stride = plans[True]["block_stride"]
-    taken = sum(g["blocks"] for g in both) * stride
-    needed = sum(g["needed_bytes"] for g in both)
-    assert round((taken - needed) / (1 << 20), 1) == 140.9  # MiB of one 8k request that is padding
+    assert round(padding_mib(plans["stock"]), 1) == 140.9  # MiB of one 8k request that is padding
+
+
+def padding_mib(plan: dict) -> float:
+    taken = sum(g["blocks"] for g in plan["groups_8k"]) * plan["block_stride"]
+    return (taken - sum(g["needed_bytes"] for g in plan["groups_8k"])) / (1 << 20)
+
+
+def test_the_fork_packs_the_draft_window_into_the_same_stride(plans):
+    stock, fork = plans["stock"], plans["fork"]
+    assert fork["ok"], fork.get("error")
+    # Same pool geometry: layout, groups, target block size and block stride are untouched.
+    for key in ("layout", "n_groups", "block_size", "block_stride"):
+        assert fork[key] == stock[key], key
+    draft = [g for g in fork["groups_8k"] if "(draft)" in g["kind"]]
+    assert [(g["block_size"], g["blocks"]) for g in draft] == [(2560, 4)]  # 4 x 640 tokens per block, 11 -> 4
+    assert [g for g in fork["groups_8k"] if "(draft)" not in g["kind"]] == \
+        [g for g in stock["groups_8k"] if "(draft)" not in g["kind"]]
+    # 8k requests: 72.6 -> 81.4 concurrent (+12 %); padding per request 140.9 -> 83.2 MiB.
+    assert round(fork["concurrency"]["8192"], 1) == 81.4 and round(fork["concurrency"]["131072"], 2) == 18.89
+    assert round(padding_mib(fork), 1) == 83.2

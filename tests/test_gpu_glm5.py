@@ -23,3 +23,5 @@ def test_speculation_keeps_greedy_tokens(tmp_path):
     results = json.loads(out.read_text()) if out.exists() else {}
     assert done.returncode == 0, (results, done.stderr[-3000:])
     assert results["mtp"]["identical"] and results["dflash2"]["identical"]
+    # spec-check's KV plan on the same host: planned, and ", draft N" says the draft pages were packed.
+    assert "KV tokens" in results["dflash2"]["kv_plan"], results["dflash2"]["kv_plan"]

@@ -30,18 +30,18 @@ LENGTHS = (8192, 131072)
 KV_NAME = {"auto": "bf16", "fp8": "fp8"}
 
 
-def run_scenario(work: Path, gpu: str, kv: str, draft: bool, draft_block_scale: int = 1) -> dict:
+def run_scenario(work: Path, gpu: str, kv: str, draft: bool, planner: str) -> dict:
     """Run scenario.py in a fresh interpreter (stubs must not leak between scenarios)."""
-    tag = f"{gpu}_{kv}_{'draft' if draft else 'nodraft'}" + (f"_x{draft_block_scale}" if draft_block_scale > 1 else "")
+    tag = f"{gpu}_{kv}_{'draft' if draft else 'nodraft'}_{planner}"
     out, log = work / f"{tag}.json", work / f"{tag}.log"
     cmd = [sys.executable, str(HERE / "scenario.py"), "--gpu", gpu, "--kv", kv,
            "--models", str(work / "models"), "--libcuda", str(work / "libcuda.so.1"),
-           "--out", str(out), "--draft-block-scale", str(draft_block_scale)] + (["--draft"] if draft else [])
+           "--out", str(out), "--planner", planner] + (["--draft"] if draft else [])
     with open(log, "w") as fh:
         rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT).returncode
     if not out.exists():
         tail = log.read_text().splitlines()[-15:]
-        return {"gpu": gpu, "kv": kv, "draft": draft, "ok": False,
+        return {"gpu": gpu, "kv": kv, "draft": draft, "planner": planner, "ok": False,
                 "error": f"scenario exited {rc} without a result; log tail:\n" + "\n".join(tail)}
     return json.loads(out.read_text())
 
@@ -49,8 +49,7 @@ def run_scenario(work: Path, gpu: str, kv: str, draft: bool, draft_block_scale: 
 def scenario_label(res: dict) -> str:
     if not res["draft"]:
         return "target only"
-    scale = res.get("draft_block_scale", 1)
-    return "target + DFlash2" + (f", draft blocks x{scale} (what-if)" if scale > 1 else "")
+    return "target + DFlash2, " + ("fork" if res["planner"] == "fork" else "stock 0.33.0")
 
 
 def row(res: dict, text: dict, draft_cfg: dict) -> tuple[list[str], list[str]]:
@@ -108,14 +107,39 @@ def print_breakdown(results: list[dict]) -> None:
                   f"{group['blocks'] * res['block_stride'] / MIB:.1f} | {group['needed_bytes'] / MIB:.1f} |")
 
 
+def print_gain(results: list[dict]) -> None:
+    """Stock vs fork with the drafter, per GPU x KV dtype: the before/after of the fork's planning change."""
+    pairs: dict[tuple, dict] = {}
+    for res in (r for r in results if r.get("ok") and r["draft"]):
+        pairs.setdefault((res["gpu"], res["kv"]), {})[res["planner"]] = res
+    print("\nTarget + DFlash2, stock 0.33.0 -> fork:")
+    print("| GPU | KV | conc @8k | conc @128k | max KV tokens | draft blocks per 8k request |")
+    print("|---|---|---|---|---|---|")
+    for (gpu, kv), both in pairs.items():
+        if set(both) != {"stock", "fork"}:
+            continue
+        stock, fork = both["stock"], both["fork"]
+        cells = []
+        for length in ("8192", "131072"):
+            before, after = stock["concurrency"][length], fork["concurrency"][length]
+            cells.append(f"{before:.1f} -> {after:.1f} ({100 * (after / before - 1):+.1f} %)")
+        cells.append(f"{stock['kv_cache_size_tokens']:,} -> {fork['kv_cache_size_tokens']:,}")
+        cells.append(f"{draft_blocks(stock)} -> {draft_blocks(fork)}")
+        print(f"| {gpu} | {KV_NAME[kv]} | " + " | ".join(cells) + " |")
+
+
+def draft_blocks(res: dict) -> int:
+    return sum(g["blocks"] for g in res["groups_8k"] if "(draft)" in g["kind"])
+
+
 def group_label(group: dict) -> str:
     """The group's layer spec type and its page (all the group's layers together)."""
-    return f"{group['kind']}, page {group['page_bytes'] / MIB:.2f} MiB"
+    return f"{group['kind']}, block {group['block_size']}, page {group['page_bytes'] / MIB:.2f} MiB"
 
 
 HEADER = """\
-Planner: stock vLLM 0.33.0 KV planning. The fork has no KV-planning change yet, so the
-'target + DFlash2' rows are also what the fork does today.
+Planner: vLLM's own KV planning. 'stock 0.33.0' rows take the fork's one planning change (draft
+page packing) back out; 'target only' is the same either way (no draft pages to pack).
 Available KV memory = 0.9 x GPU memory - 306 GiB/8 target weights - drafter weights;
 activations, CUDA graphs and non-torch memory are NOT subtracted (real pools are smaller).
 Bound = target KV for every token + KDA/tail states + drafter KV for its 2048-token
@@ -130,8 +154,6 @@ def main() -> None:
     ap.add_argument("--kv", nargs="+", choices=["auto", "fp8"], default=["auto", "fp8"])
     ap.add_argument("--jobs", type=int, default=2, help="scenarios run in parallel")
     ap.add_argument("--keep", type=Path, help="keep configs, JSON results and logs here")
-    ap.add_argument("--what-if-draft-block-scale", type=int, default=0, metavar="N",
-                    help="add rows: the drafter's window layers planned on N x larger blocks (a design candidate)")
     args = ap.parse_args()
 
     start = time.monotonic()
@@ -140,10 +162,8 @@ def main() -> None:
         work.mkdir(parents=True, exist_ok=True)
         text, draft_cfg = model_configs.write(work / "models")
         sm90_stub.build_libcuda_stub(work)
-        combos = [(g, k, d, 1) for g, k, d in itertools.product(args.gpu, args.kv, (False, True))]
-        if args.what_if_draft_block_scale > 1:
-            combos += [(g, k, True, args.what_if_draft_block_scale) for g, k in itertools.product(args.gpu, args.kv)]
-            combos.sort(key=lambda c: (c[0], c[1]))
+        combos = [(g, k, draft, planner) for g, k in itertools.product(args.gpu, args.kv)
+                  for draft, planner in ((False, "fork"), (True, "stock"), (True, "fork"))]
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             results = list(pool.map(lambda c: run_scenario(work, *c), combos))
     elapsed = time.monotonic() - start
@@ -153,6 +173,7 @@ def main() -> None:
     print(HEADER)
     print_table(results, text, draft_cfg)
     print_breakdown(results)
+    print_gain(results)
     print()
     print(f"{len(results)} scenarios, --jobs {args.jobs}, wall time {elapsed / 60:.1f} min")
     failed = [r for r in results if not r.get("ok")]

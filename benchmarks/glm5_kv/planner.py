@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import socket
 from dataclasses import replace
 
 import torch
@@ -25,35 +24,11 @@ def make_vllm_config(target_dir: str, draft_dir: str | None, kv_dtype: str):
     ).create_engine_config()
 
 
-class FakeTPGroup:
-    """A real world-size-1 TP group that reports world size 8, so layers shard as on rank 0."""
-
-    def __init__(self, real, size: int):
-        self._real = real
-        self.world_size = size
-        self.rank_in_group = 0
-        self.ranks = list(range(size))
-        self.is_first_rank = True
-        self.is_last_rank = False
-
-    def __getattr__(self, name):
-        return getattr(self._real, name)
-
-
 def init_fake_tp(vc) -> None:
-    """Initialise a one-process gloo world, then make the TP group claim size 8."""
-    from vllm.config import set_current_vllm_config
-    from vllm.distributed import parallel_state
+    """Rank 0 of TP8 in one process: spec-check's own fake TP group (vllm/_fork/spec_check/kv_plan.py)."""
+    from vllm._fork.spec_check.kv_plan import init_one_rank
 
-    with socket.socket() as s:  # a free port for the single-rank rendezvous
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with set_current_vllm_config(vc):
-        parallel_state.init_distributed_environment(
-            world_size=1, rank=0, local_rank=0,
-            distributed_init_method=f"tcp://127.0.0.1:{port}", backend="gloo")
-        parallel_state.initialize_model_parallel(1, 1, backend="gloo")
-    parallel_state._TP = FakeTPGroup(parallel_state._TP, TP)
+    init_one_rank(vc, TP)
 
 
 def build_target_attention(vc) -> dict:
@@ -203,5 +178,6 @@ def group_breakdown(vc, worker) -> list[dict]:
         first = next(iter(members.values())) if members else spec
         kind = type(first).__name__ + (" (draft)" if getattr(first, "is_draft", False) else "")
         rows.append({"kind": kind, "layers": len(group.layer_names), "blocks": cdiv(need, spec.page_size_bytes),
+                     "block_size": spec.block_size,
                      "needed_bytes": need, "page_bytes": spec.page_size_bytes})
     return rows

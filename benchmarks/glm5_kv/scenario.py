@@ -10,7 +10,6 @@ import json
 import math
 import sys
 import traceback
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -41,6 +40,19 @@ def spec_bytes(specs: dict) -> dict:
     return out
 
 
+def use_planner(which: str) -> None:
+    """'stock': take the fork's one KV-planning change (draft page packing, two hooks) out of this process."""
+    import vllm.v1.core.kv_cache_planning as planning
+
+    hooked = hasattr(planning, "pack_draft_groups") and hasattr(planning, "pack_draft_page")
+    if which == "fork" and not hooked:
+        raise RuntimeError("--planner fork needs the fork wheel (vllm.v1.core.kv_cache_planning has no "
+                           "pack_draft_groups/pack_draft_page); install it, or pass --planner stock")
+    if which == "stock" and hooked:
+        planning.pack_draft_groups = lambda groups, layout: groups
+        planning.pack_draft_page = lambda spec, page_bytes: spec
+
+
 def run(args) -> dict:
     """Build config, layers and specs, then plan; return the numbers kv_capacity.py prints."""
     platform = sm90_stub.install(args.gpu, args.libcuda)
@@ -52,6 +64,7 @@ def run(args) -> dict:
     if not vllm.__version__.startswith("0.33.0"):
         raise RuntimeError(f"needs vLLM 0.33.0 (the fork counts), found {vllm.__version__}")
 
+    use_planner(args.planner)
     models = Path(args.models)
     res = {"gpu": args.gpu, "kv": args.kv, "draft": args.draft, "vllm": vllm.__version__}
     vc = planner.make_vllm_config(str(models / TARGET_DIR),
@@ -66,10 +79,7 @@ def run(args) -> dict:
         draft_bytes = sum(p.numel() * p.element_size() for p in drafter.parameters())
     specs = planner.collect_specs(platform, vc)
     res["spec_bytes"] = spec_bytes(specs)
-    if args.draft_block_scale > 1:  # what-if: the draft's window layers on N-times larger blocks
-        specs = {name: replace(spec, block_size=spec.block_size * args.draft_block_scale)
-                 if getattr(spec, "is_draft", False) else spec for name, spec in specs.items()}
-    res["draft_block_scale"] = args.draft_block_scale
+    res["planner"] = args.planner
     total = sm90_stub.GPUS[args.gpu][1]
     available = int(GPU_MEMORY_UTILIZATION * total - TARGET_WEIGHTS_PER_RANK - draft_bytes)
     res.update(draft_param_bytes=draft_bytes, available_bytes=available)
@@ -83,8 +93,8 @@ def main() -> None:
     ap.add_argument("--gpu", choices=sorted(sm90_stub.GPUS), required=True)
     ap.add_argument("--kv", choices=["auto", "fp8"], required=True)
     ap.add_argument("--draft", action="store_true")
-    ap.add_argument("--draft-block-scale", type=int, default=1,
-                    help="what-if: plan the draft's sliding-window layers with N x the block size")
+    ap.add_argument("--planner", choices=["fork", "stock"], default="fork",
+                    help="stock: plan as vLLM 0.33.0 does, without the fork's draft page packing")
     ap.add_argument("--models", required=True, help="folder written by model_configs.write")
     ap.add_argument("--libcuda", required=True, help="path to the built libcuda.so.1 stub")
     ap.add_argument("--out", required=True)
@@ -93,7 +103,7 @@ def main() -> None:
         res = run(args)
     except Exception as exc:  # a planning failure is a result, reported verbatim
         res = {"gpu": args.gpu, "kv": args.kv, "draft": args.draft, "ok": False,
-               "draft_block_scale": args.draft_block_scale,
+               "planner": args.planner,
                "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
     Path(args.out).write_text(json.dumps(res, indent=1, default=str))
 

@@ -10,6 +10,7 @@ the CPU tests use), with 8 layers so the drafter's target layer ids are in range
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -20,6 +21,11 @@ from glm5_spec_probe import DRAFT, TEXT, VISION, _write  # noqa: E402
 
 PROMPTS = [[5, 17, 42, 99, 7, 300], [11, 12, 13, 14, 15, 16, 17, 18, 19, 20]]
 LAYERS = 8
+ENGINE = dict(load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16", max_model_len=1024,
+              gpu_memory_utilization=0.5, enforce_eager=True, seed=0)
+# The same settings as `vllm serve` flags, for spec-check.
+ENGINE_FLAGS = [part for key, value in ENGINE.items()
+                for part in ([f"--{key.replace('_', '-')}"] + ([] if value is True else [str(value)]))]
 
 
 def checkpoints(root: Path) -> tuple[str, str]:
@@ -38,12 +44,21 @@ def generate(target: str, speculative: dict | None) -> dict:
     from vllm import LLM, SamplingParams
 
     started = time.time()
-    llm = LLM(model=target, load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16", max_model_len=1024,
-              gpu_memory_utilization=0.5, enforce_eager=True, seed=0, speculative_config=speculative)
+    llm = LLM(model=target, speculative_config=speculative, **ENGINE)
     outputs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS],
                            SamplingParams(temperature=0.0, max_tokens=32, ignore_eos=True, detokenize=False),
                            use_tqdm=False)
     return {"tokens": [list(o.outputs[0].token_ids) for o in outputs], "seconds": round(time.time() - started, 1)}
+
+
+def kv_plan_line(target: str, speculative: dict) -> str:
+    done = subprocess.run([sys.executable, "-m", "vllm._fork.spec_check", target, "--json", "--speculative-config",
+                           json.dumps(speculative), *ENGINE_FLAGS], capture_output=True, text=True)
+    try:
+        checks = json.loads(done.stdout)["checks"]
+    except (ValueError, KeyError):
+        return f"spec-check exited {done.returncode}: {done.stderr.strip()[-300:]}"
+    return next((c["reason"] for c in checks if c["check"] == "KV cache plan"), "no KV plan line")
 
 
 if __name__ == "__main__":
@@ -57,6 +72,9 @@ if __name__ == "__main__":
                 results[name] = generate(target, speculative)
             except Exception as exc:  # noqa: BLE001 - report every mode, not just the first failure
                 results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        # Same engine settings through spec-check on this GPU host: its KV plan line says whether the draft's
+        # window group got packed blocks (", draft N" after the block size), i.e. whether that path just ran.
+        results["dflash2"]["kv_plan"] = kv_plan_line(target, runs["dflash2"])
         base = results["nospec"].get("tokens")
         for name in ("mtp", "dflash2"):
             results[name]["identical"] = base is not None and results[name].get("tokens") == base

@@ -48,17 +48,19 @@ class _PlannedExecutor:
         return 0.0
 
 
-class _FakeTPGroup:
-    """A real one-process group that reports the deployment's TP size, so layers shard as on rank 0."""
+class FakeTPGroup:
+    """A real one-process group that reports the deployment's TP size, so layers shard as on rank 0 of it."""
 
     def __init__(self, real, size: int):
         self._real, self.world_size, self.rank_in_group, self.ranks = real, size, 0, list(range(size))
+        self.is_first_rank, self.is_last_rank = True, size == 1
 
     def __getattr__(self, name):
         return getattr(self._real, name)
 
 
-def _init_one_rank(vllm_config, tp: int) -> None:
+def init_one_rank(vllm_config, tp: int) -> None:
+    """A one-process gloo world whose TP group claims size `tp` (also used by benchmarks/glm5_kv)."""
     from vllm.config import set_current_vllm_config
     from vllm.distributed import parallel_state
 
@@ -70,7 +72,7 @@ def _init_one_rank(vllm_config, tp: int) -> None:
                                                     distributed_init_method=f"tcp://127.0.0.1:{port}")
         parallel_state.initialize_model_parallel(1, 1)
     if tp > 1:
-        parallel_state._TP = _FakeTPGroup(parallel_state._TP, tp)
+        parallel_state._TP = FakeTPGroup(parallel_state._TP, tp)
 
 
 def _build_on_meta(vllm_config) -> int:
@@ -93,6 +95,11 @@ def _build_on_meta(vllm_config) -> int:
     return sum(p.numel() * p.element_size() for model in models for p in model.parameters())
 
 
+def _layer_specs(group) -> list:
+    specs = getattr(group.kv_cache_spec, "kv_cache_specs", None)  # groups of several spec types aggregate them
+    return list(specs.values()) if specs is not None else [group.kv_cache_spec]
+
+
 def plan(engine_args, memory_utilization: float, kv_memory: int | None) -> dict:
     """Engine config, meta-built layers, their specs, then EngineCore's own planning steps."""
     from vllm.platforms import current_platform
@@ -101,7 +108,7 @@ def plan(engine_args, memory_utilization: float, kv_memory: int | None) -> dict:
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
     vllm_config = engine_args.create_engine_config()
-    _init_one_rank(vllm_config, vllm_config.parallel_config.tensor_parallel_size)
+    init_one_rank(vllm_config, vllm_config.parallel_config.tensor_parallel_size)
     weights = _build_on_meta(vllm_config)
     runner = types.SimpleNamespace(vllm_config=vllm_config, shared_kv_cache_layers={})
     specs = GPUModelRunner.get_kv_cache_spec(runner)  # the runner's own collection, read unbound
@@ -112,6 +119,8 @@ def plan(engine_args, memory_utilization: float, kv_memory: int | None) -> dict:
                                  available_gpu_memory_for_kv_cache=kv_memory)
     scheduler_config = EngineCore._initialize_kv_caches(core, vllm_config)
     return {"tokens": vllm_config.cache_config.kv_cache_size_tokens, "blocks": scheduler_config.num_blocks,
+            "draft_block_sizes": sorted({group.kv_cache_spec.block_size for group in scheduler_config.kv_cache_groups
+                                         if any(getattr(spec, "is_draft", False) for spec in _layer_specs(group))}),
             "groups": len(scheduler_config.kv_cache_groups), "block_size": vllm_config.cache_config.block_size,
             "max_model_len": vllm_config.model_config.max_model_len, "available": kv_memory, "weights": weights,
             "concurrency": get_max_concurrency_for_kv_cache_config(vllm_config, scheduler_config)}
@@ -133,7 +142,10 @@ def kv_plan_finding(engine_args, args, stand_in: bool) -> Finding:
     except Exception as exc:
         return Finding(NAME, FAIL, one_line(exc), "lower --max-model-len, or give the KV cache more memory")
     unprofiled = "" if args.kv_cache_memory_bytes else ", activation peak not subtracted"
+    # Draft groups whose pages the fork packed (vllm/_fork/kv_pages.py) have blocks of their own size.
+    packed = [size for size in result["draft_block_sizes"] if size != result["block_size"]]
+    draft = f", draft {'/'.join(map(str, packed))}" if packed else ""
     return Finding(NAME, PASS, f"{result['tokens']:,} KV tokens in {result['groups']} group(s) of "
-                   f"{result['blocks']:,} blocks (block {result['block_size']}); max concurrency "
+                   f"{result['blocks']:,} blocks (block {result['block_size']}{draft}); max concurrency "
                    f"{result['concurrency']:.2f} at {result['max_model_len']:,} tokens; "
                    f"{result['available'] / GIB:.2f} GiB for KV per rank{unprofiled}")
