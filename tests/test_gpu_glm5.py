@@ -22,6 +22,7 @@ def test_speculation_keeps_greedy_tokens(tmp_path):
     done = subprocess.run([sys.executable, str(SCRIPT), str(out)], capture_output=True, text=True, timeout=1800)
     results = json.loads(out.read_text()) if out.exists() else {}
     assert done.returncode == 0, (results, done.stderr[-3000:])
-    assert results["mtp"]["identical"] and results["dflash2"]["identical"]
-    # spec-check's KV plan on the same host: planned, and ", draft N" says the draft pages were packed.
+    assert all(results[name]["identical"] for name in ("mtp", "dflash2", "dflash2_no_prefix_caching"))
+    # spec-check's KV plan on the same host: planned, and ", draft N" says the draft group was packed.
     assert "KV tokens" in results["dflash2"]["kv_plan"], results["dflash2"]["kv_plan"]
+    assert ", draft " in results["dflash2_no_prefix_caching"]["kv_plan"], results["dflash2_no_prefix_caching"]

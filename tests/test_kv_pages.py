@@ -1,20 +1,18 @@
-"""Draft page packing (vllm/_fork/kv_pages.py) through the installed fork's own planning functions.
+"""Draft group packing (vllm/_fork/kv_pages.py) against upstream's own block-stride function.
 
-The layer-outer case goes through the edited `unify_kv_cache_spec_page_size`; the block-outermost case
-through `pack_draft_groups` with upstream's stride function. The whole GLM-5.3-Flash + DFlash2 plan is in
+The whole GLM-5.3-Flash + DFlash2 plan, through the edited `_get_packed_kv_cache_groups`, is in
 test_glm5_kv_plan.py.
 """
 
 from __future__ import annotations
 
-import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vllm._fork.kv_pages import pack_draft_groups
 from vllm.v1.attention.backend import MultipleOf
-from vllm.v1.core.kv_cache_planning import _get_kv_cache_bytes_per_block, unify_kv_cache_spec_page_size
+from vllm.v1.core.kv_cache_planning import _get_kv_cache_bytes_per_block
 from vllm.v1.kv_cache_interface import (
     FullAttentionSpec,
     KVCacheGroupSpec,
@@ -38,32 +36,6 @@ def window(heads: int = 2, block: int = 16, draft: bool = True, **extra) -> Slid
                              is_draft=draft, **extra)
 
 
-def test_layer_outer_draft_page_takes_four_times_the_tokens_before_padding():
-    unified = unify_kv_cache_spec_page_size({"target": target(), "draft": window()})
-    draft = unified["draft"]
-    assert draft.block_size == 64 and draft.unpadded_page_size_bytes == 4 * 8192
-    assert draft.page_size_bytes == unified["target"].page_size_bytes == 36864  # the rest is still padding
-
-
-def test_a_target_window_spec_is_padded_as_upstream_does():
-    # Not a draft: its block size may mean something else (Inkling's short-conv state), so it is left alone.
-    unified = unify_kv_cache_spec_page_size({"target": target(), "conv": window(draft=False)})
-    assert unified["conv"].block_size == 16 and unified["conv"].page_size_bytes == 36864
-
-
-def test_packing_keeps_the_kernel_block_alignment_of_the_padded_page():
-    # Kernel blocks of up to 32 tokens: block 64 would need 32-token strides (16,384 B) and block 48 16-token
-    # ones (8,192 B); 36,864 is a multiple of neither, so only block 32 (alignment 1) fits.
-    unified = unify_kv_cache_spec_page_size({"target": target(), "draft": window(block_stride_alignment=MultipleOf(32))})
-    assert unified["draft"].block_size == 32 and unified["draft"].page_size_bytes == 36864
-
-
-def test_exact_ratios_stay_upstream_business():
-    # 8 target heads: the draft page divides it exactly, upstream scales the block itself (no padding, no hook).
-    unified = unify_kv_cache_spec_page_size({"target": target(heads=8), "draft": window()})
-    assert unified["draft"].block_size == 64 and unified["draft"].page_size_padded is None
-
-
 def _group(names_specs: dict) -> KVCacheGroupSpec:
     return KVCacheGroupSpec(list(names_specs), UniformTypeKVCacheSpecs.from_specs(names_specs))
 
@@ -73,7 +45,7 @@ def test_block_outermost_draft_group_fills_the_stride_without_changing_it():
     groups = [_group({f"t{i}": target() for i in range(3)}),  # 110,592 bytes per block: the stride
               _group({f"d{i}": window() for i in range(5)})]   # 40,960 bytes per block
     stride = _get_kv_cache_bytes_per_block(groups, layout)
-    packed = pack_draft_groups(groups, layout)
+    packed = pack_draft_groups(groups, layout, prefix_caching=False)
     assert packed[0] is groups[0]
     assert packed[1].kv_cache_spec.block_size == 32  # 2 x 40,960 fits, 3 x does not
     assert {spec.block_size for spec in packed[1].kv_cache_spec.kv_cache_specs.values()} == {32}
@@ -87,7 +59,7 @@ def test_block_outermost_groups_that_are_not_all_draft_attention_stay():
     groups = [_group({f"t{i}": target() for i in range(3)}),
               _group({"d0": window(), "w0": window(draft=False)}),
               _group({"m0": mla})]
-    assert pack_draft_groups(groups, layout) == groups
+    assert pack_draft_groups(groups, layout, prefix_caching=False) == groups
 
 
 @settings(max_examples=60, deadline=None)
@@ -100,7 +72,7 @@ def test_block_outermost_packing_never_widens_the_stride(target_heads, target_la
     groups = [_group({f"t{i}": target(heads=target_heads) for i in range(target_layers)}),
               _group({f"d{i}": window(heads=draft_heads, **alignment) for i in range(draft_layers)})]
     stride = _get_kv_cache_bytes_per_block(groups, layout)
-    packed = pack_draft_groups(groups, layout)
+    packed = pack_draft_groups(groups, layout, prefix_caching=False)
     assert _get_kv_cache_bytes_per_block(packed, layout) == stride
     before, after = groups[1].kv_cache_spec, packed[1].kv_cache_spec
     assert after.block_size % before.block_size == 0
@@ -111,8 +83,20 @@ def test_block_outermost_packing_never_widens_the_stride(target_heads, target_la
         assert (ratio + 1) * group_bytes > stride
 
 
-@pytest.mark.parametrize("heads", [1, 3, 5, 7])
-def test_layer_outer_page_never_exceeds_the_common_page(heads):
-    unified = unify_kv_cache_spec_page_size({"target": target(), "draft": window(heads=heads)})
-    assert len({spec.page_size_bytes for spec in unified.values()}) == 1
-    assert unified["draft"].unpadded_page_size_bytes <= unified["draft"].page_size_bytes
+def test_nothing_is_packed_with_prefix_caching():
+    # Cache hits align to every cacheable group's block size: a 2x draft block would halve hit granularity.
+    layout = KVCacheLayout.BLHNC
+    groups = [_group({f"t{i}": target() for i in range(3)}), _group({f"d{i}": window() for i in range(5)})]
+    assert pack_draft_groups(groups, layout, prefix_caching=True) == groups
+
+
+def test_kernel_block_alignment_limits_the_multiple():
+    # One 36,864-byte target layer sets the stride; 4 draft blocks of 16 tokens would fit. With kernel blocks of
+    # up to 32 tokens, block 64 needs the stride in 32-token pages (16,384 B) and block 48 in 16-token pages
+    # (8,192 B): 36,864 is a multiple of neither. Block 32 is one whole kernel block (no alignment).
+    layout = KVCacheLayout.BLHNC
+    groups = [_group({"t0": target()}), _group({"d0": window(block_stride_alignment=MultipleOf(32))})]
+    stride = _get_kv_cache_bytes_per_block(groups, layout)
+    packed = pack_draft_groups(groups, layout, prefix_caching=False)
+    assert _get_kv_cache_bytes_per_block(packed, layout) == stride == 36864
+    assert packed[1].kv_cache_spec.block_size == 32

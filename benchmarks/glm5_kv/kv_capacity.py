@@ -2,7 +2,7 @@
 
 Runs vLLM's own planner on a CPU (stand-in SM90 platform, see README.md), one subprocess per
 scenario, and prints the plan next to the physical bound. From the repo root:
-    python benchmarks/glm5_kv/kv_capacity.py [--gpu H100 H200] [--kv auto fp8] [--jobs 2]
+    python benchmarks/glm5_kv/kv_capacity.py [--gpu H100 H200] [--kv auto fp8] [--prefix-caching on off] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -30,26 +30,28 @@ LENGTHS = (8192, 131072)
 KV_NAME = {"auto": "bf16", "fp8": "fp8"}
 
 
-def run_scenario(work: Path, gpu: str, kv: str, draft: bool, planner: str) -> dict:
+def run_scenario(work: Path, gpu: str, kv: str, draft: bool, planner: str, prefix_caching: bool = True) -> dict:
     """Run scenario.py in a fresh interpreter (stubs must not leak between scenarios)."""
-    tag = f"{gpu}_{kv}_{'draft' if draft else 'nodraft'}_{planner}"
+    tag = f"{gpu}_{kv}_{'draft' if draft else 'nodraft'}_{planner}_{'pc' if prefix_caching else 'nopc'}"
     out, log = work / f"{tag}.json", work / f"{tag}.log"
     cmd = [sys.executable, str(HERE / "scenario.py"), "--gpu", gpu, "--kv", kv,
            "--models", str(work / "models"), "--libcuda", str(work / "libcuda.so.1"),
-           "--out", str(out), "--planner", planner] + (["--draft"] if draft else [])
+           "--out", str(out), "--planner", planner] + (["--draft"] if draft else []) + \
+        ([] if prefix_caching else ["--no-prefix-caching"])
     with open(log, "w") as fh:
         rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT).returncode
     if not out.exists():
         tail = log.read_text().splitlines()[-15:]
-        return {"gpu": gpu, "kv": kv, "draft": draft, "planner": planner, "ok": False,
+        return {"gpu": gpu, "kv": kv, "draft": draft, "planner": planner, "prefix_caching": prefix_caching, "ok": False,
                 "error": f"scenario exited {rc} without a result; log tail:\n" + "\n".join(tail)}
     return json.loads(out.read_text())
 
 
 def scenario_label(res: dict) -> str:
+    cache = "" if res.get("prefix_caching", True) else ", no prefix caching"
     if not res["draft"]:
-        return "target only"
-    return "target + DFlash2, " + ("fork" if res["planner"] == "fork" else "stock 0.33.0")
+        return "target only" + cache
+    return "target + DFlash2, " + ("fork" if res["planner"] == "fork" else "stock 0.33.0") + cache
 
 
 def row(res: dict, text: dict, draft_cfg: dict) -> tuple[list[str], list[str]]:
@@ -111,11 +113,11 @@ def print_gain(results: list[dict]) -> None:
     """Stock vs fork with the drafter, per GPU x KV dtype: the before/after of the fork's planning change."""
     pairs: dict[tuple, dict] = {}
     for res in (r for r in results if r.get("ok") and r["draft"]):
-        pairs.setdefault((res["gpu"], res["kv"]), {})[res["planner"]] = res
-    print("\nTarget + DFlash2, stock 0.33.0 -> fork:")
-    print("| GPU | KV | conc @8k | conc @128k | max KV tokens | draft blocks per 8k request |")
-    print("|---|---|---|---|---|---|")
-    for (gpu, kv), both in pairs.items():
+        pairs.setdefault((res["gpu"], res["kv"], res["prefix_caching"]), {})[res["planner"]] = res
+    print("\nTarget + DFlash2, stock 0.33.0 -> fork (the fork packs only without prefix caching):")
+    print("| GPU | KV | prefix caching | conc @8k | conc @128k | max KV tokens | draft blocks per 8k request |")
+    print("|---|---|---|---|---|---|---|")
+    for (gpu, kv, prefix_caching), both in pairs.items():
         if set(both) != {"stock", "fork"}:
             continue
         stock, fork = both["stock"], both["fork"]
@@ -125,7 +127,7 @@ def print_gain(results: list[dict]) -> None:
             cells.append(f"{before:.1f} -> {after:.1f} ({100 * (after / before - 1):+.1f} %)")
         cells.append(f"{stock['kv_cache_size_tokens']:,} -> {fork['kv_cache_size_tokens']:,}")
         cells.append(f"{draft_blocks(stock)} -> {draft_blocks(fork)}")
-        print(f"| {gpu} | {KV_NAME[kv]} | " + " | ".join(cells) + " |")
+        print(f"| {gpu} | {KV_NAME[kv]} | {'on' if prefix_caching else 'off'} | " + " | ".join(cells) + " |")
 
 
 def draft_blocks(res: dict) -> int:
@@ -139,7 +141,7 @@ def group_label(group: dict) -> str:
 
 HEADER = """\
 Planner: vLLM's own KV planning. 'stock 0.33.0' rows take the fork's one planning change (draft
-page packing) back out; 'target only' is the same either way (no draft pages to pack).
+group packing, only without prefix caching) back out; 'target only' is the same either way.
 Available KV memory = 0.9 x GPU memory - 306 GiB/8 target weights - drafter weights;
 activations, CUDA graphs and non-torch memory are NOT subtracted (real pools are smaller).
 Bound = target KV for every token + KDA/tail states + drafter KV for its 2048-token
@@ -152,6 +154,8 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpu", nargs="+", choices=sorted(sm90_stub.GPUS), default=["H100", "H200"])
     ap.add_argument("--kv", nargs="+", choices=["auto", "fp8"], default=["auto", "fp8"])
+    ap.add_argument("--prefix-caching", nargs="+", choices=["on", "off"], default=["on", "off"],
+                    help="plan as `vllm serve` with prefix caching on (its default) and/or off")
     ap.add_argument("--jobs", type=int, default=2, help="scenarios run in parallel")
     ap.add_argument("--keep", type=Path, help="keep configs, JSON results and logs here")
     args = ap.parse_args()
@@ -162,7 +166,8 @@ def main() -> None:
         work.mkdir(parents=True, exist_ok=True)
         text, draft_cfg = model_configs.write(work / "models")
         sm90_stub.build_libcuda_stub(work)
-        combos = [(g, k, draft, planner) for g, k in itertools.product(args.gpu, args.kv)
+        combos = [(g, k, draft, planner, cache == "on")
+                  for g, k, cache in itertools.product(args.gpu, args.kv, args.prefix_caching)
                   for draft, planner in ((False, "fork"), (True, "stock"), (True, "fork"))]
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             results = list(pool.map(lambda c: run_scenario(work, *c), combos))

@@ -10,7 +10,7 @@ import torch
 TP = 8
 
 
-def make_vllm_config(target_dir: str, draft_dir: str | None, kv_dtype: str):
+def make_vllm_config(target_dir: str, draft_dir: str | None, kv_dtype: str, prefix_caching: bool = True):
     """Build the VllmConfig `vllm serve` would, with TP8 and (optionally) the DFlash2 drafter."""
     from vllm.engine.arg_utils import EngineArgs
 
@@ -20,7 +20,7 @@ def make_vllm_config(target_dir: str, draft_dir: str | None, kv_dtype: str):
     return EngineArgs(
         model=target_dir, skip_tokenizer_init=True, tensor_parallel_size=TP,
         speculative_config=spec, gpu_memory_utilization=0.9,
-        kv_cache_dtype=kv_dtype, load_format="dummy",
+        kv_cache_dtype=kv_dtype, load_format="dummy", enable_prefix_caching=prefix_caching,
     ).create_engine_config()
 
 

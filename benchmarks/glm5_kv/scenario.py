@@ -41,16 +41,15 @@ def spec_bytes(specs: dict) -> dict:
 
 
 def use_planner(which: str) -> None:
-    """'stock': take the fork's one KV-planning change (draft page packing, two hooks) out of this process."""
+    """'stock': take the fork's one KV-planning change (draft group packing) out of this process again."""
     import vllm.v1.core.kv_cache_planning as planning
 
-    hooked = hasattr(planning, "pack_draft_groups") and hasattr(planning, "pack_draft_page")
+    hooked = hasattr(planning, "pack_draft_groups")
     if which == "fork" and not hooked:
         raise RuntimeError("--planner fork needs the fork wheel (vllm.v1.core.kv_cache_planning has no "
-                           "pack_draft_groups/pack_draft_page); install it, or pass --planner stock")
+                           "pack_draft_groups); install it, or pass --planner stock")
     if which == "stock" and hooked:
-        planning.pack_draft_groups = lambda groups, layout: groups
-        planning.pack_draft_page = lambda spec, page_bytes: spec
+        planning.pack_draft_groups = lambda groups, layout, prefix_caching: groups
 
 
 def run(args) -> dict:
@@ -66,9 +65,10 @@ def run(args) -> dict:
 
     use_planner(args.planner)
     models = Path(args.models)
-    res = {"gpu": args.gpu, "kv": args.kv, "draft": args.draft, "vllm": vllm.__version__}
+    res = {"gpu": args.gpu, "kv": args.kv, "draft": args.draft, "prefix_caching": args.prefix_caching,
+           "vllm": vllm.__version__}
     vc = planner.make_vllm_config(str(models / TARGET_DIR),
-                                  str(models / DRAFT_DIR) if args.draft else None, args.kv)
+                                  str(models / DRAFT_DIR) if args.draft else None, args.kv, args.prefix_caching)
     res["cache_dtype"] = vc.cache_config.cache_dtype
     planner.init_fake_tp(vc)
     planner.build_target_attention(vc)
@@ -92,6 +92,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--gpu", choices=sorted(sm90_stub.GPUS), required=True)
     ap.add_argument("--kv", choices=["auto", "fp8"], required=True)
+    ap.add_argument("--no-prefix-caching", dest="prefix_caching", action="store_false",
+                    help="plan as `vllm serve --no-enable-prefix-caching` (KDA states leave align mode)")
     ap.add_argument("--draft", action="store_true")
     ap.add_argument("--planner", choices=["fork", "stock"], default="fork",
                     help="stock: plan as vLLM 0.33.0 does, without the fork's draft page packing")
@@ -102,7 +104,7 @@ def main() -> None:
     try:
         res = run(args)
     except Exception as exc:  # a planning failure is a result, reported verbatim
-        res = {"gpu": args.gpu, "kv": args.kv, "draft": args.draft, "ok": False,
+        res = {"gpu": args.gpu, "kv": args.kv, "draft": args.draft, "prefix_caching": args.prefix_caching, "ok": False,
                "planner": args.planner,
                "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
     Path(args.out).write_text(json.dumps(res, indent=1, default=str))

@@ -1,11 +1,13 @@
-"""Draft KV pages packed into the page size vLLM pads them to: more tokens per block, fewer blocks per request.
+"""Draft KV groups packed into the block stride vLLM pads them to: more tokens per block, fewer blocks per request.
 
-vLLM plans one block stride for all KV groups. A draft whose page is smaller than the target's gets its
-page padded up to it: GLM-5.3-Flash + DFlash2 fills 22 % of each draft block and pays the rest as padding.
-With k times the tokens per block the same stride holds k times the window, so the drafter takes k times
-fewer blocks per request. Only draft layers are packed: their block size means nothing but tokens per block,
-while some target specs give it other meanings (Inkling's short-conv state is a SlidingWindowSpec whose block
-is the conv kernel). Every candidate must leave the block stride and its alignment exactly as they were.
+In block-outermost layouts every KV group's block costs the widest group's bytes. GLM-5.3-Flash + DFlash2:
+the drafter's window group fills 22 % of each block and pays the rest as padding. With k times the tokens per
+block the same stride holds k times the window, so the drafter takes k times fewer blocks per request.
+Only all-draft groups are packed: their block size means nothing but tokens per block, while some target specs
+give it other meanings (Inkling's short-conv state is a SlidingWindowSpec whose block is the conv kernel).
+Only without prefix caching: cache hits align to the least common multiple of the groups' block sizes, so a 4x
+draft block would make hits 4x coarser, a trade-off left to whoever turns prefix caching off.
+Every candidate must leave the block stride and its alignment exactly as they were.
 """
 
 from __future__ import annotations
@@ -25,18 +27,6 @@ def _scaled(spec: Any, ratio: int) -> Any:
     return spec.copy_with_new_block_size(spec.block_size * ratio)
 
 
-def pack_draft_page(spec: Any, page_bytes: int) -> Any:
-    """Layer-outer layouts: the draft spec at the largest block multiple whose page fits `page_bytes`, else `spec`."""
-    if not _packable(spec):
-        return spec
-    for ratio in range(page_bytes // spec.page_size_bytes, 1, -1):
-        packed = _scaled(spec, ratio)
-        # A larger block can raise the kernel-block alignment of the stride; the padded page must still meet it.
-        if page_bytes % packed.get_block_stride_alignment() == 0:
-            return packed
-    return spec
-
-
 def _layer_specs(group: Any) -> dict:
     specs = getattr(group.kv_cache_spec, "kv_cache_specs", None)
     return dict(specs) if specs is not None else {name: group.kv_cache_spec for name in group.layer_names}
@@ -50,10 +40,12 @@ def _with_layer_specs(group: Any, specs: dict) -> Any:
     return replace(group, kv_cache_spec=next(iter(specs.values())))
 
 
-def pack_draft_groups(groups: list, layout: Any) -> list:
-    """Block-outermost layouts: each all-draft group at the largest block multiple that keeps the block stride."""
+def pack_draft_groups(groups: list, layout: Any, prefix_caching: bool) -> list:
+    """Each all-draft group at the largest block multiple that keeps the block stride; as planned with prefix caching."""
     from vllm.v1.core.kv_cache_planning import _get_kv_cache_bytes_per_block as stride_of
 
+    if prefix_caching:
+        return groups
     stride = stride_of(groups, layout)
     packed = list(groups)
     for index, group in enumerate(groups):
