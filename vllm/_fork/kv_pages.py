@@ -27,35 +27,24 @@ def _scaled(spec: Any, ratio: int) -> Any:
     return spec.copy_with_new_block_size(spec.block_size * ratio)
 
 
-def _layer_specs(group: Any) -> dict:
-    specs = getattr(group.kv_cache_spec, "kv_cache_specs", None)
-    return dict(specs) if specs is not None else {name: group.kv_cache_spec for name in group.layer_names}
-
-
-def _with_layer_specs(group: Any, specs: dict) -> Any:
-    from vllm.v1.kv_cache_interface import UniformTypeKVCacheSpecs
-
-    if isinstance(group.kv_cache_spec, UniformTypeKVCacheSpecs):
-        return replace(group, kv_cache_spec=UniformTypeKVCacheSpecs.from_specs(specs))
-    return replace(group, kv_cache_spec=next(iter(specs.values())))
-
-
 def pack_draft_groups(groups: list, layout: Any, prefix_caching: bool) -> list:
-    """Each all-draft group at the largest block multiple that keeps the block stride; as planned with prefix caching."""
+    """Each all-draft group at the largest block multiple that keeps the block stride; none with prefix caching."""
     from vllm.v1.core.kv_cache_planning import _get_kv_cache_bytes_per_block as stride_of
+    from vllm.v1.kv_cache_interface import UniformTypeKVCacheSpecs
 
     if prefix_caching:
         return groups
     stride = stride_of(groups, layout)
     packed = list(groups)
     for index, group in enumerate(groups):
-        specs = _layer_specs(group)
+        # _get_packed_kv_cache_groups builds every group as per-layer UniformTypeKVCacheSpecs.
+        specs = getattr(group.kv_cache_spec, "kv_cache_specs", None)
         if not specs or not all(_packable(spec) for spec in specs.values()):
             continue
         group_bytes = sum(spec.page_size_bytes for spec in specs.values())
         for ratio in range(stride // group_bytes, 1, -1):
-            scaled = _with_layer_specs(group, {name: _scaled(spec, ratio) for name, spec in specs.items()})
-            candidate = packed[:index] + [scaled] + packed[index + 1:]
+            scaled = UniformTypeKVCacheSpecs.from_specs({name: _scaled(spec, ratio) for name, spec in specs.items()})
+            candidate = packed[:index] + [replace(group, kv_cache_spec=scaled)] + packed[index + 1:]
             if stride_of(candidate, layout) == stride:  # same pool geometry for every other group
                 packed = candidate
                 break

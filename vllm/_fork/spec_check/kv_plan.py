@@ -95,16 +95,12 @@ def _build_on_meta(vllm_config) -> int:
     return sum(p.numel() * p.element_size() for model in models for p in model.parameters())
 
 
-def _layer_specs(group) -> list:
-    specs = getattr(group.kv_cache_spec, "kv_cache_specs", None)  # groups of several spec types aggregate them
-    return list(specs.values()) if specs is not None else [group.kv_cache_spec]
-
-
 def plan(engine_args, memory_utilization: float, kv_memory: int | None) -> dict:
     """Engine config, meta-built layers, their specs, then EngineCore's own planning steps."""
     from vllm.platforms import current_platform
     from vllm.v1.core.kv_cache_utils import get_max_concurrency_for_kv_cache_config
     from vllm.v1.engine.core import EngineCore
+    from vllm.v1.kv_cache_interface import iter_layer_specs
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
     vllm_config = engine_args.create_engine_config()
@@ -120,7 +116,8 @@ def plan(engine_args, memory_utilization: float, kv_memory: int | None) -> dict:
     scheduler_config = EngineCore._initialize_kv_caches(core, vllm_config)
     return {"tokens": vllm_config.cache_config.kv_cache_size_tokens, "blocks": scheduler_config.num_blocks,
             "draft_block_sizes": sorted({group.kv_cache_spec.block_size for group in scheduler_config.kv_cache_groups
-                                         if any(getattr(spec, "is_draft", False) for spec in _layer_specs(group))}),
+                                         if any(getattr(spec, "is_draft", False)
+                                                for spec in iter_layer_specs(group.kv_cache_spec))}),
             "groups": len(scheduler_config.kv_cache_groups), "block_size": vllm_config.cache_config.block_size,
             "max_model_len": vllm_config.model_config.max_model_len, "available": kv_memory, "weights": weights,
             "concurrency": get_max_concurrency_for_kv_cache_config(vllm_config, scheduler_config)}
