@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from dataclasses import replace
 
 import torch
@@ -105,48 +104,13 @@ def collect_specs(platform, vc) -> dict:
     return get_kv_cache_spec(vc)
 
 
-def _supported_layouts(vc) -> list:
-    from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
-    from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts
-
-    return [lay.name for lay in get_supported_kv_cache_layouts(get_current_attn_backends(vc))]
-
-
 def plan(vc, specs: dict, available_bytes: int) -> dict:
-    """The KV-cache steps of EngineCore._initialize_kv_caches, same order, 8 identical ranks."""
-    from vllm.v1.attention.backends.utils import resolve_kv_cache_layout
-    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
-    from vllm.v1.core.kv_cache_utils import (
-        generate_scheduler_kv_cache_config,
-        get_max_concurrency_for_kv_cache_config,
-        resolve_kv_cache_block_sizes,
-        update_kv_cache_capacity,
-    )
-    from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
+    """EngineCore's own KV-cache initialisation (through spec-check's planner), then the capacity numbers."""
+    from vllm._fork.spec_check.kv_plan import plan_kv_caches
+    from vllm.v1.core.kv_cache_utils import get_max_concurrency_for_kv_cache_config
 
-    register_all_kvcache_specs(vc)
-    per_rank = [copy.deepcopy(specs) for _ in range(TP)]
-    # EngineCore turns these off when any layer is non-causal; mirror it.
-    if any(getattr(s, "non_causal", False) for w in per_rank for s in w.values()):
-        vc.scheduler_config.enable_chunked_prefill = False
-        vc.cache_config.enable_prefix_caching = False
-    layout = resolve_kv_cache_layout(vc, [_supported_layouts(vc)] * TP,
-                                     [s for w in per_rank for s in w.values()])
-    groups = get_global_kv_cache_groups(vc, per_rank)
-    vc.adjust_dcp_kv_cache_interleave_size(groups)
-    configs = get_kv_cache_configs(vc, per_rank, [available_bytes] * TP, groups)
-    worker = configs[0]
-    sched = generate_scheduler_kv_cache_config(configs)
-    vc.cache_config.num_gpu_blocks = sched.num_blocks
-    cacheable = [g.kv_cache_spec.block_size for g in sched.kv_cache_groups
-                 if g.kv_cache_spec.prefix_cacheable]
-    vc.cache_config.block_size = min(
-        cacheable or [g.kv_cache_spec.block_size for g in sched.kv_cache_groups])
-    update_kv_cache_capacity(vc, sched)
-    # The engine validates the final block sizes too; a failure there is a planning failure.
-    vc.validate_block_size()
-    resolve_kv_cache_block_sizes(sched, vc)
-
+    sched, worker = plan_kv_caches(vc, specs, available_bytes)
+    layout = vc.cache_config.get_resolved_kv_cache_layout()
     pool_bytes = max(t.size for t in worker.kv_cache_tensors)  # groups alias one pool
     out = {"layout": layout.name, "num_blocks": sched.num_blocks,
            "block_size": vc.cache_config.block_size, "pool_bytes": pool_bytes,

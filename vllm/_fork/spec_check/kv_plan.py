@@ -95,11 +95,22 @@ def _build_on_meta(vllm_config) -> int:
     return sum(p.numel() * p.element_size() for model in models for p in model.parameters())
 
 
+def plan_kv_caches(vllm_config, specs: dict, kv_memory: int):
+    """EngineCore's own _initialize_kv_caches on one rank's specs: (scheduler KV config, that rank's KV config).
+
+    Also used by benchmarks/glm5_kv, which builds the specs on a stand-in SM90 platform."""
+    from vllm.v1.engine.core import EngineCore
+
+    executor = _PlannedExecutor(vllm_config, specs, kv_memory)
+    core = types.SimpleNamespace(model_executor=executor, collective_rpc=lambda *a, **k: None,
+                                 available_gpu_memory_for_kv_cache=kv_memory)
+    return EngineCore._initialize_kv_caches(core, vllm_config), executor.configs[0]
+
+
 def plan(engine_args, memory_utilization: float, kv_memory: int | None) -> dict:
     """Engine config, meta-built layers, their specs, then EngineCore's own planning steps."""
     from vllm.platforms import current_platform
     from vllm.v1.core.kv_cache_utils import get_max_concurrency_for_kv_cache_config
-    from vllm.v1.engine.core import EngineCore
     from vllm.v1.kv_cache_interface import iter_layer_specs
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
@@ -110,10 +121,7 @@ def plan(engine_args, memory_utilization: float, kv_memory: int | None) -> dict:
     specs = GPUModelRunner.get_kv_cache_spec(runner)  # the runner's own collection, read unbound
     if kv_memory is None:
         kv_memory = int(memory_utilization * current_platform.get_device_total_memory()) - weights
-    executor = _PlannedExecutor(vllm_config, specs, kv_memory)
-    core = types.SimpleNamespace(model_executor=executor, collective_rpc=lambda *a, **k: None,
-                                 available_gpu_memory_for_kv_cache=kv_memory)
-    scheduler_config = EngineCore._initialize_kv_caches(core, vllm_config)
+    scheduler_config, _ = plan_kv_caches(vllm_config, specs, kv_memory)
     return {"tokens": vllm_config.cache_config.kv_cache_size_tokens, "blocks": scheduler_config.num_blocks,
             "draft_block_sizes": sorted({group.kv_cache_spec.block_size for group in scheduler_config.kv_cache_groups
                                          if any(getattr(spec, "is_draft", False)
