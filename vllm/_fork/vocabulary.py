@@ -1,0 +1,65 @@
+"""The fork's shared words: exit codes of every CLI (forktool, spec-check, gpu-check) and every status it prints.
+
+Pure Python with no vLLM import, so forktool loads it from the repository and the wheel ships it unchanged.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+
+
+class Exit(IntEnum):
+    """Process exit codes, the same for every command of the fork."""
+
+    OK = 0  # done / will start / nothing broken
+    FINDINGS = 1  # the answer is "no": will fail, an edit is broken, an architecture is broken
+    BAD_INPUT = 2  # the question cannot be asked: missing file, malformed spec or flag
+    INTERNAL = 3  # our own fault (a bug, or an upstream interface we rely on changed)
+
+
+class EditStatus(StrEnum):
+    """What applying one edit to one base did."""
+
+    CLEAN = "clean"  # applies
+    ABSORBED = "absorbed"  # upstream already has the result
+    BROKEN = "broken"  # anchor count or state is off
+    ABSENT = "absent"  # a test-only older base has no such file (allowed by --allow-absent)
+    SKIPPED = "skipped"  # named by --skip for this base
+
+
+class InternalStatus(StrEnum):
+    """Whether a private upstream name the overlay relies on still resolves in a base."""
+
+    PRESENT = "present"
+    BROKEN = "broken"
+
+
+class AuditStatus(StrEnum):
+    """EAGLE3-contract verdict of one registered architecture class."""
+
+    WORKS = "works"
+    FIXED = "fixed by fork"
+    REFUSED = "refused by fork"
+    UNDECLARED = "broken-undeclared"
+    NOT_IMPLEMENTED = "broken-declared-not-implemented"
+    UNRESOLVABLE = "unresolvable statically"
+    NOT_APPLICABLE = "not applicable"
+
+
+class CheckStatus(StrEnum):
+    """One spec-check check's result; UNKNOWN means it could not decide, which never reads as "will start"."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    WARN = "warn"
+    INFO = "info"
+    UNKNOWN = "unknown"
+
+
+class Verdict(StrEnum):
+    """spec-check's overall answer, one per exit code."""
+
+    WILL_START = "will start"
+    WILL_FAIL = "will fail"
+    BAD_INPUT = "bad input"
+    INTERNAL_ERROR = "spec-check failed"
