@@ -74,3 +74,19 @@ def test_add_entry_any_layout(keys, layout, brackets):
         assert list(value) == keys + ["SupportsEagle3"] or (brackets == "{}" and set(value) == {*keys, "SupportsEagle3"})
     again, [second] = apply_edits(changed, [edit])
     assert (second.status, again) == ("absorbed", {})
+
+
+texts = st.text(alphabet=st.sampled_from("ab \t_-\"'\\"), max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(first=texts, second=texts, wrap=st.sampled_from(["{}", "( {} )", "(\n    {}\n)", "{} "]))
+def test_same_value_is_exact_inside_literals_and_blind_to_layout(first, second, wrap):
+    """Two string literals are the same value exactly when their characters are; quotes and wrapping never count."""
+    import libcst as cst
+
+    from forktool.ops.base import same_value
+
+    left = cst.parse_expression(wrap.format(repr(first)))
+    right = cst.parse_expression(f'f({ascii(second)})').args[0].value  # another quoting of the same text
+    assert same_value(left, right) == (first == second)

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import PROVENANCE
 from forktool.apply import apply_edits
+from forktool.errors import ForkError
 from forktool.ops import OPERATIONS
 from forktool.specs import _edit_from_table
 
@@ -25,28 +26,37 @@ def _apply(case: Path, text: str):
 
 
 @pytest.mark.parametrize("op", sorted(OPERATIONS))
-def test_each_operation_has_applied_absorbed_zero_and_two_match_cases(op):
+def test_each_operation_has_applied_absorbed_zero_two_match_and_whitespace_cases(op):
     cases = [c for c in CASES if c.parent.name == op]
     expects = [(c / "expect.txt").read_text() for c in cases if (c / "expect.txt").exists()]
     assert any((c / "after.py").exists() for c in cases)
     assert any(e.startswith("absorbed") for e in expects)
     assert any("matched 0 place" in e for e in expects)
     assert any("matched 2 place" in e or "2 from-imports" in e for e in expects)
+    # Written differently only inside a literal (or a dotted name): one AST equivalence decides for every op.
+    assert any("whitespace" in c.name for c in cases)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_golden(case: Path):
     before = (case / "before.py").read_text()
-    changed, result = _apply(case, before)
     if (case / "after.py").exists():
+        changed, result = _apply(case, before)
         assert result.status == "clean", result.line()
         assert changed["target.py"] == (case / "after.py").read_text()
         compile(changed["target.py"], str(case), "exec")
         # The edit on its own output is recognised as already there: never applied twice.
         again, second = _apply(case, changed["target.py"])
         assert (second.status, again) == ("absorbed", {})
-    else:
-        status, _, detail = (case / "expect.txt").read_text().strip().partition(": ")
-        assert result.status == status, result.line()
-        assert detail in result.detail
-        assert changed == {}, "a refused edit must leave the file untouched"
+        return
+    status, _, detail = (case / "expect.txt").read_text().strip().partition(": ")
+    if status == "error":  # bad input: one line naming the edit and the field, nothing applied
+        with pytest.raises(ForkError) as error:
+            _apply(case, before)
+        message = str(error.value)
+        assert message.startswith(f"fixtures/{case.name}.toml: edit '{case.name}'") and message.endswith(detail)
+        return
+    changed, result = _apply(case, before)
+    assert result.status == status, result.line()
+    assert detail in result.detail
+    assert changed == {}, "a refused edit must leave the file untouched"

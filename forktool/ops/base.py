@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from functools import lru_cache
 
 import libcst as cst
 
-from forktool.ops.seq import node_code
+from forktool.vocabulary import EditStatus
 
 
 @dataclass(frozen=True)
@@ -19,16 +20,16 @@ class Outcome:
     module: cst.Module  # the edited module (unchanged unless the edit applied)
     note: str = ""  # why an anchor was refused, if one was
 
-    def status(self, expect: int) -> str:
+    def status(self, expect: int) -> EditStatus:
         """clean (applies), absorbed (already upstream) or broken (anchor count or state is off)."""
         if self.note:
-            return "broken"
+            return EditStatus.BROKEN
         # Every anchor already in the target state: upstream absorbed it, whatever the count.
         if self.present and self.present == self.matches:
-            return "absorbed"
+            return EditStatus.ABSORBED
         if self.matches != expect or self.present:
-            return "broken"
-        return "clean"
+            return EditStatus.BROKEN
+        return EditStatus.CLEAN
 
 
 def parse_expr(source: str, field: str) -> cst.BaseExpression:
@@ -39,15 +40,29 @@ def parse_expr(source: str, field: str) -> cst.BaseExpression:
         raise ValueError(f"field '{field}' is not a Python expression: {source!r}") from exc
 
 
-def same_value(a: cst.CSTNode, b: cst.CSTNode) -> bool:
-    """True when two expressions denote the same literal (quotes and layout ignored) or read the same."""
-    ca, cb = node_code(a), node_code(b)
-    if ca == cb:
-        return True
+def code_of(node: cst.CSTNode) -> str:
+    """Exact source text of a node (layout and literals as written)."""
+    if isinstance(node, cst.BaseStatement):
+        node = node.with_changes(leading_lines=[])
+    return cst.Module(body=[]).code_for_node(node)
+
+
+@lru_cache(maxsize=8192)  # the spec side is compared with every candidate node
+def shape(code: str, mode: str = "eval") -> str | None:
+    """The one equivalence of every operation: the AST dump of `code` (an expression, or statements for
+    mode "exec"). Quotes, wrapping, comments and implicit concatenation are ignored; every character
+    inside a literal counts. None when `code` does not parse in that mode."""
     try:
-        return ast.literal_eval(ca) == ast.literal_eval(cb)
-    except (ValueError, SyntaxError):
-        return False
+        return ast.dump(ast.parse(f"({code})" if mode == "eval" else code, mode=mode))
+    except SyntaxError:
+        return None
+
+
+def same_value(a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    """True when two expressions (or two statements) have the same AST, literals compared exactly."""
+    mode = "exec" if isinstance(a, cst.BaseStatement) else "eval"
+    left = shape(code_of(a), mode)
+    return left is not None and left == shape(code_of(b), mode)
 
 
 def dotted_tail(node: cst.BaseExpression) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from forktool.ops.base import Outcome, dotted_tail, parse_expr
+from forktool.ops.base import Outcome, dotted_tail, parse_expr, same_value
 from forktool.ops.seq import insert_item
 
 FIELDS = {"class": True, "base": True}
@@ -15,12 +15,16 @@ class _AddBase(cst.CSTTransformer):
         self.class_name, self.base = class_name, base
         self.matches = self.present = 0
 
+    def _same_base(self, existing: cst.BaseExpression) -> bool:
+        """Equal AST, or the same class named through another import path (`pkg.Mixin` is `Mixin`)."""
+        tail = dotted_tail(self.base)
+        return same_value(existing, self.base) or bool(tail) and dotted_tail(existing) == tail
+
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
         if updated.name.value != self.class_name:
             return updated
         self.matches += 1
-        wanted = dotted_tail(self.base)
-        if any(dotted_tail(arg.value) == wanted for arg in updated.bases):
+        if any(self._same_base(arg.value) for arg in updated.bases):
             self.present += 1
             return updated
         new_arg = cst.Arg(value=self.base)

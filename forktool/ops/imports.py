@@ -2,18 +2,33 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
-from forktool.ops.base import Outcome
-from forktool.ops.seq import insert_item, node_code
+from forktool.ops.base import Outcome, code_of
+from forktool.ops.seq import insert_item
 
 FIELDS = {"module": True, "name": True}
 
 
+def _as_ast(node: cst.ImportFrom) -> ast.ImportFrom:
+    """The import as Python's AST sees it: the one equivalence every operation uses (layout ignored)."""
+    return ast.parse(code_of(node)).body[0]
+
+
 def _module_name(node: cst.ImportFrom) -> str:
-    """Module text as written, relative dots included (`.interfaces`)."""
-    dots = "." * len(node.relative)
-    return dots + (node_code(node.module) if node.module is not None else "")
+    """Module name, relative dots included (`.interfaces`)."""
+    parsed = _as_ast(node)
+    return "." * parsed.level + (parsed.module or "")
+
+
+def _check_fields(spec: dict) -> None:
+    """module is a dotted name (leading dots allowed), name an identifier: anything else is bad input."""
+    if not all(part.isidentifier() for part in spec["module"].lstrip(".").split(".")):
+        raise ValueError(f"field 'module' is not a dotted module name: {spec['module']!r}")
+    if not spec["name"].isidentifier():
+        raise ValueError(f"field 'name' is not a Python identifier: {spec['name']!r}")
 
 
 def _from_imports(module: cst.Module, wanted: str) -> list[tuple[int, cst.ImportFrom]]:
@@ -30,10 +45,7 @@ def _from_imports(module: cst.Module, wanted: str) -> list[tuple[int, cst.Import
 def _imports_name(node: cst.ImportFrom, name: str) -> bool:
     if isinstance(node.names, cst.ImportStar):
         return True
-    return any(
-        node_code(alias.name) == name and (alias.asname is None or node_code(alias.asname.name) == name)
-        for alias in node.names
-    )
+    return any(alias.name == name and alias.asname in (None, name) for alias in _as_ast(node).names)
 
 
 def _sort_key(name: str) -> tuple[int, str]:
@@ -44,7 +56,7 @@ def _sort_key(name: str) -> tuple[int, str]:
 
 def _insert_name(node: cst.ImportFrom, name: str) -> cst.ImportFrom:
     names = list(node.names)
-    keys = [_sort_key(node_code(alias.name)) for alias in names]
+    keys = [_sort_key(alias.name) for alias in _as_ast(node).names]
     index = None
     if keys == sorted(keys):  # keep a sorted list sorted; otherwise append
         index = next((i for i, key in enumerate(keys) if key > _sort_key(name)), None)
@@ -64,6 +76,7 @@ def _last_import_index(module: cst.Module) -> int:
 
 def apply(module: cst.Module, spec: dict) -> Outcome:
     """Add `name` to the one from-import of `module`, or (expect = 0) add a new import line."""
+    _check_fields(spec)
     wanted, name = spec["module"], spec["name"]
     found = _from_imports(module, wanted)
     if any(_imports_name(node, name) for _, node in found):

@@ -35,7 +35,3 @@ def insert_item(items: Sequence[T], new: T, index: int | None = None) -> list[T]
         items.insert(index, new.with_changes(comma=sep))
     return items
 
-
-def node_code(node: cst.CSTNode) -> str:
-    """Source of a node with whitespace removed, for comparing expressions written differently."""
-    return "".join(cst.Module(body=[]).code_for_node(node).split())

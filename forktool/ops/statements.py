@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-
 import libcst as cst
 
 from forktool.ops.base import Outcome, parse_expr, same_value
@@ -11,24 +9,6 @@ from forktool.ops.seq import insert_item
 
 REPLACE_FIELDS = {"function": True, "old": True, "new": True}
 INSERT_FIELDS = {"function": True, "before": True, "statement": True}
-
-
-def _shape(code: str, mode: str) -> str | None:
-    """Layout-free identity of code: its AST dump (quotes, wrapping, implicit concatenation ignored)."""
-    try:
-        tree = ast.parse(f"({code})" if mode == "eval" else code, mode=mode)
-    except SyntaxError:
-        return None
-    return ast.dump(tree)
-
-
-def _code(node: cst.CSTNode) -> str:
-    """Exact source text of a node (whitespace kept: the AST parse needs it)."""
-    return cst.Module(body=[]).code_for_node(node)
-
-
-def _statement_code(stmt: cst.BaseStatement) -> str:
-    return _code(stmt.with_changes(leading_lines=[]))
 
 
 def _parse_statement(source: str, field: str) -> cst.BaseStatement:
@@ -68,17 +48,15 @@ class _InFunction(cst.CSTTransformer):
 
 
 class _ReplaceExpression(_InFunction):
-    def __init__(self, qualname: str, old: str, new: cst.BaseExpression):
+    def __init__(self, qualname: str, old: cst.BaseExpression, new: cst.BaseExpression):
         super().__init__(qualname)
-        self.old, self.new = _shape(old, "eval"), new
-        self.new_shape = _shape(_code(new), "eval")
-        self.kind = type(parse_expr(old, "old"))
+        self.old, self.new = old, new
         self.done: set[int] = set()
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if not super().on_visit(node):
             return False
-        if self.depth and isinstance(node, type(self.new)) and _shape(_code(node), "eval") == self.new_shape:
+        if self.depth and isinstance(node, type(self.new)) and same_value(node, self.new):
             # Already the target state; do not look inside (`new` may contain `old`, e.g. a guard around it).
             self.matches += 1
             self.present += 1
@@ -88,28 +66,27 @@ class _ReplaceExpression(_InFunction):
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
         updated = super().on_leave(original, updated)
-        if not self.depth or id(original) in self.done or not isinstance(original, self.kind):
+        if not self.depth or id(original) in self.done or not isinstance(original, type(self.old)):
             return updated
-        if _shape(_code(original), "eval") == self.old:
+        if same_value(original, self.old):
             self.matches += 1
             return self.new
         return updated
 
 
 class _InsertStatement(_InFunction):
-    def __init__(self, qualname: str, before: str, statement: cst.BaseStatement):
+    def __init__(self, qualname: str, before: cst.BaseStatement, statement: cst.BaseStatement):
         super().__init__(qualname)
-        self.before, self.statement = _shape(before, "exec"), statement
-        self.statement_shape = _shape(_statement_code(statement), "exec")
+        self.before, self.statement = before, statement
 
     def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
         if not self.depth:
             return updated
         body: list[cst.BaseStatement] = []
         for stmt in updated.body:
-            if _shape(_statement_code(stmt), "exec") == self.before:
+            if same_value(stmt, self.before):
                 self.matches += 1
-                if body and _shape(_statement_code(body[-1]), "exec") == self.statement_shape:
+                if body and same_value(body[-1], self.statement):
                     self.present += 1
                 else:
                     # The anchor's blank lines and comments now sit above the inserted statement.
@@ -121,17 +98,14 @@ class _InsertStatement(_InFunction):
 
 def apply_replace(module: cst.Module, spec: dict) -> Outcome:
     """Replace each expression equal to `old` (layout ignored) inside `function` with `new`."""
-    transformer = _ReplaceExpression(spec["function"], spec["old"], parse_expr(spec["new"], "new"))
-    if transformer.old is None:
-        raise ValueError(f"field 'old' is not a Python expression: {spec['old']!r}")
+    transformer = _ReplaceExpression(spec["function"], parse_expr(spec["old"], "old"), parse_expr(spec["new"], "new"))
     edited = module.visit(transformer)
     return Outcome(transformer.matches, transformer.present, edited)
 
 
 def apply_insert(module: cst.Module, spec: dict) -> Outcome:
     """Insert `statement` right before each statement equal to `before` inside `function`."""
-    anchor = _parse_statement(spec["before"], "before")
-    transformer = _InsertStatement(spec["function"], _statement_code(anchor),
+    transformer = _InsertStatement(spec["function"], _parse_statement(spec["before"], "before"),
                                    _parse_statement(spec["statement"], "statement"))
     edited = module.visit(transformer)
     return Outcome(transformer.matches, transformer.present, edited)
