@@ -7,9 +7,10 @@ from itertools import groupby
 
 import libcst as cst
 
-from forktool.errors import ForkError
+from forktool.errors import FindingsError, ForkError
 from forktool.ops import OPERATIONS
 from forktool.specs import Edit
+from forktool.vocabulary import EditStatus
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class EditResult:
     file) or skipped (named by --skip)."""
 
     edit: Edit
-    status: str
+    status: EditStatus
     detail: str = ""
 
     def line(self) -> str:
@@ -33,20 +34,20 @@ def _apply_one(module: cst.Module, edit: Edit) -> tuple[cst.Module, EditResult]:
     except ValueError as exc:
         raise ForkError(f"{edit.label}: {exc}") from exc
     status = outcome.status(edit.expect)
-    if status == "broken":
+    if status == EditStatus.BROKEN:
         detail = outcome.note or (
             f"matched {outcome.matches} place(s), expected {edit.expect}"
             + (f", {outcome.present} already in the target state" if outcome.present else "")
             + "; the anchor drifted upstream: update the spec"
         )
         return module, EditResult(edit, status, detail)
-    if status == "absorbed":
+    if status == EditStatus.ABSORBED:
         return module, EditResult(edit, status, "already upstream; see remove_when")
     return outcome.module, EditResult(edit, status)
 
 
 def apply_edits(sources: dict[str, str], edits: list[Edit],
-                missing: str = "broken") -> tuple[dict[str, str], list[EditResult]]:
+                missing: EditStatus = EditStatus.BROKEN) -> tuple[dict[str, str], list[EditResult]]:
     """Edited text of every touched file that changed, and one result per edit (in spec order).
 
     `missing` is the status of edits whose file is not in `sources` (broken, or absent when allowed)."""
@@ -71,6 +72,6 @@ def apply_edits(sources: dict[str, str], edits: list[Edit],
 
 def require_no_broken(results: list[EditResult]) -> None:
     """Stop the build at broken edits: one line per culprit."""
-    broken = [r.line() for r in results if r.status == "broken"]
+    broken = [r.line() for r in results if r.status == EditStatus.BROKEN]
     if broken:
-        raise ForkError("\n".join(broken))
+        raise FindingsError("\n".join(broken))

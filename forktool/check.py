@@ -1,31 +1,50 @@
-"""`check --base REQ`: try every edit and the overlay on another release and report what would happen."""
+"""`check --base REQ`: try every edit, the overlay and the declared internals on another release; report."""
 
 from __future__ import annotations
 
+import json
 import zipfile
 
 from forktool.fetch import fetch
+from forktool.internals import check_internals, load_internals
 from forktool.overlay import shadowed
 from forktool.pins import exact_requirement
 from forktool.project import Project, assemble
+from forktool.vocabulary import EditStatus, Exit, InternalStatus
 
 
-def check_base(project: Project, requirement: str) -> int:
-    """Print one line per edit (clean / absorbed / broken) and per shadowed overlay path; 1 if any is bad."""
+def check_base(project: Project, requirement: str, as_json: bool = False) -> int:
+    """Print one line per edit, per shadowed overlay path and per internal (or one JSON object); 1 if any is bad."""
     name, version = exact_requirement(requirement, "--base")
     pin = project.pin
     hashes = pin.hashes if (name, version) == (pin.name, pin.version) else None
+    internals = load_internals(project.root)  # a malformed table is bad input before any download
     wheel, digest = fetch(name, version, "wheel", hashes)
-    print(f"base {wheel.name} sha256 {digest}")
     with zipfile.ZipFile(wheel) as zin:
         names = set(zin.namelist())
         fork = assemble(project, lambda p: zin.read(p).decode("utf-8"), names)
+        resolved = check_internals(internals, lambda p: zin.read(p).decode("utf-8"), names)
+    clashes = shadowed(fork.overlay, names)
+    counts = {str(s): sum(r.status == s for r in fork.results) for s in EditStatus}
+    broken_internals = sum(r.status == InternalStatus.BROKEN for r in resolved)
+    bad = counts[EditStatus.BROKEN] or clashes or broken_internals
+    code = Exit.FINDINGS if bad else Exit.OK
+    if as_json:
+        print(json.dumps({
+            "base": wheel.name, "sha256": digest, "exit": int(code), "counts": counts,
+            "edits": [{"spec": r.edit.spec_file, "id": r.edit.id, "op": r.edit.op, "status": str(r.status),
+                       "detail": r.detail} for r in fork.results],
+            "shadowed": clashes, "internals": [r.as_dict() for r in resolved],
+        }, indent=1, sort_keys=True))
+        return code
+    print(f"base {wheel.name} sha256 {digest}")
     for result in fork.results:
         print(result.line())
-    clashes = shadowed(fork.overlay, names)
     for path in clashes:
         print(f"shadowed {path} — exists upstream in {wheel.name}; rename it or turn it into an edit")
-    counts = {s: sum(r.status == s for r in fork.results) for s in ("clean", "absorbed", "broken")}
-    print(f"{counts['clean']} clean, {counts['absorbed']} absorbed, {counts['broken']} broken, "
-          f"{len(clashes)} overlay paths shadowed")
-    return 1 if counts["broken"] or clashes else 0
+    for result in resolved:
+        print(result.line())
+    print(f"{counts[EditStatus.CLEAN]} clean, {counts[EditStatus.ABSORBED]} absorbed, {counts[EditStatus.BROKEN]} "
+          f"broken, {len(clashes)} overlay paths shadowed, {len(resolved) - broken_internals} internals present, "
+          f"{broken_internals} broken")
+    return code

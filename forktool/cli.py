@@ -3,22 +3,59 @@
 from __future__ import annotations
 
 import argparse
+import ast
+import json
 import sys
+import traceback
+import zipfile
 from pathlib import Path
 
 from forktool.errors import ForkError
 from forktool.fetch import fetch
 from forktool.project import Project
+from forktool.vocabulary import Exit, InternalStatus
+
+
+def _require_internals(project: Project, wheel: Path, allow_absent: bool) -> list:
+    """Resolve the declared internals in the upstream wheel; a broken one stops the build (a finding).
+
+    On a test-only base (--allow-absent) they are printed instead, like absent edits: never silent."""
+    from forktool.internals import check_internals, load_internals, require_present
+
+    with zipfile.ZipFile(wheel) as zin:
+        results = check_internals(load_internals(project.root), lambda p: zin.read(p).decode("utf-8"),
+                                  set(zin.namelist()))
+    if allow_absent:
+        for result in results:
+            if result.status == InternalStatus.BROKEN:
+                print(result.line(), file=sys.stderr)
+    else:
+        require_present(results)
+    return results
+
+
+def _shipped_manifest(wheel: Path) -> dict:
+    """The provenance manifest the build wrote into `wheel` (vllm/_fork/_manifest.py) as data."""
+    from forktool.manifest import MANIFEST_PATH
+
+    with zipfile.ZipFile(wheel) as zin:
+        module = ast.parse(zin.read(MANIFEST_PATH).decode("utf-8"))
+    return json.loads(ast.literal_eval(module.body[-1].value))
 
 
 def _build(args, project: Project) -> int:
     from forktool.wheelbuild import build_wheel
 
     wheel, digest = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
+    internals = _require_internals(project, wheel, args.allow_absent)
     out = build_wheel(project, wheel, digest, Path(args.out), args.label or project.label,
                       args.allow_absent, frozenset(args.skip))
-    print(out)
-    return 0
+    if args.json:
+        print(json.dumps({"wheel": str(out), "manifest": _shipped_manifest(out),
+                          "internals": [r.as_dict() for r in internals]}, indent=1, sort_keys=True))
+    else:
+        print(out)
+    return Exit.OK
 
 
 def _tree(args, project: Project) -> int:
@@ -26,7 +63,7 @@ def _tree(args, project: Project) -> int:
 
     sdist, digest = fetch(project.pin.name, project.pin.version, "sdist", project.pin.hashes)
     print(build_tree(project, sdist, digest, Path(args.out), args.label or project.label))
-    return 0
+    return Exit.OK
 
 
 def _export(args, project: Project) -> int:
@@ -34,17 +71,21 @@ def _export(args, project: Project) -> int:
 
     wheel, _ = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
     notes: list[str] = []
-    for patch in export_series(project, wheel, Path(args.out), notes):
+    patches = export_series(project, wheel, Path(args.out), notes)
+    if args.json:
+        print(json.dumps({"patches": [str(p) for p in patches], "notes": notes}, indent=1))
+        return Exit.OK
+    for patch in patches:
         print(patch)
     for note in notes:
         print(note, file=sys.stderr)
-    return 0
+    return Exit.OK
 
 
 def _check(args, project: Project) -> int:
     from forktool.check import check_base
 
-    return check_base(project, args.base)
+    return check_base(project, args.base, args.json)
 
 
 def _audit(args, project: Project) -> int:
@@ -58,12 +99,13 @@ def _history(args, project: Project) -> int:
 
     write_history(args.base, project.root / HISTORY_PATH)
     print(f"wrote {HISTORY_PATH} from {len(args.base)} releases")
-    return 0
+    return Exit.OK
 
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="forktool", description=__doc__)
     top.add_argument("--repo", default=None, help="fork checkout (default: the one holding forktool)")
+    top.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
     verbs = top.add_subparsers(dest="verb", required=True)
     build = verbs.add_parser("build", help="patched fork wheel from the pinned upstream wheel")
     build.add_argument("--out", default="dist")
@@ -71,9 +113,11 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--pin", default=None,
                        help="another pin file (a test-only base, e.g. requirements/cpu-base.txt)")
     build.add_argument("--allow-absent", action="store_true",
-                       help="record edits whose file this base does not have yet as absent instead of failing")
+                       help="record edits whose file this base does not have yet as absent, and print "
+                            "declared internals it lacks, instead of failing (a test-only base)")
     build.add_argument("--skip", action="append", default=[], metavar="SPEC:ID",
                        help="do not try this edit on this base (repeatable); it is listed as skipped")
+    build.add_argument("--json", action="store_true", help="print the wheel, its manifest and internals as JSON")
     build.set_defaults(run=_build)
     tree = verbs.add_parser("tree", help="patched source tree from the pinned sdist, for a CUDA build")
     tree.add_argument("--out", default="build/tree")
@@ -81,9 +125,11 @@ def parser() -> argparse.ArgumentParser:
     tree.set_defaults(run=_tree)
     export = verbs.add_parser("export-pr", help="one patch per spec file against upstream")
     export.add_argument("--out", default="build/pr")
+    export.add_argument("--json", action="store_true", help="list the patches and notes as JSON")
     export.set_defaults(run=_export)
     check = verbs.add_parser("check", help="try every edit on another release")
     check.add_argument("--base", required=True, help="a requirement, e.g. vllm==0.29.0")
+    check.add_argument("--json", action="store_true")
     check.set_defaults(run=_check)
     audit = verbs.add_parser("audit", help="EAGLE3 contract of every registered architecture")
     audit.add_argument("--tree", default="fork",
@@ -98,13 +144,23 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    project = Project(Path(args.repo).resolve()) if args.repo else Project()
-    if getattr(args, "pin", None):
-        project = Project(project.root, args.pin)
+    """Exit codes (vllm/_fork/vocabulary.py): 0 ok, 1 findings, 2 bad input, 3 internal error."""
+    args = parser().parse_args(argv)  # argparse itself exits 2 on a bad flag
     try:
-        return args.run(args, project)
-    except ForkError as exc:
+        project = Project(Path(args.repo).resolve()) if args.repo else Project()
+        if getattr(args, "pin", None):
+            project = Project(project.root, args.pin)
+        return int(args.run(args, project))
+    except ForkError as exc:  # bad input (2) or findings (1): the message names the culprit
         for line in str(exc).splitlines():
             print(f"forktool {args.verb}: {line}", file=sys.stderr)
-        return 1
+        return int(exc.exit_code)
+    except Exception as exc:  # noqa: BLE001 - anything else is our own bug: one line, traceback on --debug
+        if args.debug:
+            traceback.print_exc()
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        first = (str(exc).splitlines() or [""])[0]
+        print(f"forktool {args.verb}: internal error: {type(exc).__name__}: {first} "
+              f"(at {Path(where.filename).name}:{where.lineno}; rerun with --debug for the traceback)",
+              file=sys.stderr)
+        return int(Exit.INTERNAL)

@@ -1,5 +1,16 @@
-"""The one error type the engine raises for bad input: its message is a single line that names the culprit."""
+"""The errors forktool turns into one-line messages and exit codes (see vllm/_fork/vocabulary.py's Exit)."""
+
+from forktool.vocabulary import Exit
 
 
 class ForkError(Exception):
-    """A user-facing failure: the CLI prints the message and exits non-zero, without a traceback."""
+    """Bad input (exit 2): a malformed spec, flag, pin or table, or an artifact that cannot be had; one line
+    that names the culprit and what to do, printed without a traceback."""
+
+    exit_code = Exit.BAD_INPUT
+
+
+class FindingsError(ForkError):
+    """The answer is "no" (exit 1): a broken edit, a shadowed overlay file or a broken internal on this base."""
+
+    exit_code = Exit.FINDINGS

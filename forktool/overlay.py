@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from forktool.errors import ForkError
+from forktool.errors import FindingsError
 
 # Build byproducts of running the overlay in place; they are not part of the fork.
 _IGNORED_DIRS = {"__pycache__"}
@@ -30,9 +30,9 @@ def shadowed(overlay: dict[str, bytes], upstream_paths: set[str]) -> list[str]:
 
 
 def require_new(overlay: dict[str, bytes], upstream_paths: set[str], upstream_name: str) -> None:
-    """Refuse overlay files that would replace an upstream file."""
+    """Refuse overlay files that would replace an upstream file (a finding on this base, exit 1)."""
     clashes = shadowed(overlay, upstream_paths)
     if clashes:
-        raise ForkError("\n".join(
+        raise FindingsError("\n".join(
             f"{path}: overlay file already exists in {upstream_name}; overlays add new files only — "
             "express the change as an edit under edits/ or rename the file" for path in clashes))

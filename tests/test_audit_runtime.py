@@ -12,6 +12,11 @@ from forktool.audit.classify import classify, is_generation
 from forktool.audit.run import fork_and_upstream
 from forktool.fetch import fetch
 from forktool.project import REPO_ROOT, Project
+from forktool.vocabulary import AuditStatus as S
+
+# Rows come from classify() on the fork tree alone, never compared with upstream: "fixed by fork" cannot occur.
+LOOKED_AT = (S.WORKS, S.UNDECLARED, S.NOT_IMPLEMENTED, S.REFUSED, S.NOT_APPLICABLE)
+CAPTURES = (S.WORKS, S.UNDECLARED)
 
 
 @cache
@@ -42,12 +47,11 @@ def test_declared_and_implemented_match_the_loaded_classes(fork_rows):
         checked += 1
         if bool(supports_eagle3(cls)) != row.declared:
             disagreements.append(f"{row.cls}: static declared={row.declared}, runtime={supports_eagle3(cls)}")
-        if row.status in ("works", "fixed by fork", "broken-undeclared", "broken-declared-not-implemented",
-                          "refused by fork", "not applicable") and holders and "custom setter" not in row.holder:
+        if row.status in LOOKED_AT and holders and "custom setter" not in row.holder:
             runtime = all(issubclass(h, EagleModelMixin) for h in holders)
             # A mixin whose forward never captures is not implemented statically; at run time it is
             # still a mixin, which is exactly why the runner's assert cannot catch it.
-            static = row.status in ("works", "fixed by fork", "broken-undeclared") or "never captures" in row.reason
+            static = row.status in CAPTURES or "never captures" in row.reason
             if runtime != static:
                 disagreements.append(f"{row.cls}: holder {row.holder} static mixin={static}, runtime={runtime}")
     print(f"checked {checked} classes at run time; not importable on the CPU: {len(unimportable)}")
@@ -84,6 +88,6 @@ def test_declared_if_and_only_if_the_decoder_accepts_aux_layers(generation_row):
     accepts = custom or all(issubclass(h, EagleModelMixin) for h in holders)
     captures = accepts and "never captures" not in row.reason
     if row.arch in NOT_IMPLEMENTED:
-        assert supports_eagle3(cls) and not captures and row.status == "refused by fork"
+        assert supports_eagle3(cls) and not captures and row.status == S.REFUSED
     else:
         assert bool(supports_eagle3(cls)) == captures, (row.status, row.holder)

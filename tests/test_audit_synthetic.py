@@ -199,3 +199,26 @@ def test_refusal_table_turns_declared_not_implemented_into_refused(rows):
     # Declared-not-implemented without a refusal entry stays broken.
     assert rows[("DropForCausalLM", "drop")].status == "broken-declared-not-implemented"
     assert rows[("DropForCausalLM", "drop")].reason == "Dropping inherits EagleModelMixin but its forward never captures"
+
+
+@pytest.mark.parametrize("eagle3, message", [
+    (None, "fork tree without vllm._fork.eagle3"),
+    ("NOT_IMPLEMENTED = frozenset()\n", "no module-level dict literal NOT_IMPLEMENTED"),
+    ("REFUSED = {'LieForCausalLM': 'x'}\n", "no module-level dict literal NOT_IMPLEMENTED"),
+])
+def test_a_fork_tree_without_its_refusal_table_is_an_error_not_an_empty_set(eagle3, message):
+    from forktool.errors import ForkError
+
+    files = {path: textwrap.dedent(text) for path, text in FILES.items()}
+    files["vllm/_fork/__init__.py"] = ""
+    files.pop("vllm/_fork/eagle3.py")
+    if eagle3 is not None:
+        files["vllm/_fork/eagle3.py"] = eagle3
+    with pytest.raises(ForkError, match=message):
+        classify(SourceTree(files.__getitem__, set(files)))
+
+
+def test_an_upstream_tree_has_no_refusals():
+    files = {path: textwrap.dedent(text) for path, text in FILES.items() if not path.startswith("vllm/_fork/")}
+    rows = {(r.arch, r.cls.rsplit(".", 2)[-2]): r for r in classify(SourceTree(files.__getitem__, set(files)))}
+    assert rows[("LieForCausalLM", "lie")].status == "broken-declared-not-implemented"

@@ -61,7 +61,7 @@ def test_check_names_a_missing_file_and_refuses_vague_bases():
     done = run_forktool("check", "--base", "vllm==0.23.0")
     assert "upstream has no file vllm/models/kimi_k3/amd/linear.py" in done.stdout
     vague = run_forktool("check", "--base", "vllm>=0.30")
-    assert vague.returncode == 1
+    assert vague.returncode == 2  # bad input, not a finding
     assert vague.stderr.strip() == ("forktool check: --base: 'vllm>=0.30' must name one exact release "
                                     "with '==', e.g. vllm==0.29.0")
 

@@ -14,13 +14,16 @@ from forktool.audit.registry import (
     read_registry,
 )
 from forktool.audit.symbols import SourceTree
+from forktool.errors import ForkError
+from forktool.vocabulary import AuditStatus
 
-WORKS, FIXED = "works", "fixed by fork"
-UNDECLARED, NOT_IMPLEMENTED = "broken-undeclared", "broken-declared-not-implemented"
-NOT_APPLICABLE_STATUS, UNRESOLVABLE = "not applicable", "unresolvable statically"
-REFUSED = "refused by fork"
+WORKS, FIXED = AuditStatus.WORKS, AuditStatus.FIXED
+UNDECLARED, NOT_IMPLEMENTED = AuditStatus.UNDECLARED, AuditStatus.NOT_IMPLEMENTED
+NOT_APPLICABLE_STATUS, UNRESOLVABLE = AuditStatus.NOT_APPLICABLE, AuditStatus.UNRESOLVABLE
+REFUSED = AuditStatus.REFUSED
 # The fork's table of declared-but-not-implemented targets that config validation refuses early.
 REFUSAL_MODULE, REFUSAL_TABLE = "vllm._fork.eagle3", "NOT_IMPLEMENTED"
+FORK_FOLDER = "vllm/_fork/"  # a tree with files here is a fork tree, which must hold the refusal table
 BROKEN = (UNDECLARED, NOT_IMPLEMENTED)
 NO_CAPTURE = "inner model captures no aux hidden states: EAGLE3-family drafters unsupported (use mtp, ngram or draft_model)"
 
@@ -32,7 +35,7 @@ class Row:
     arch: str
     cls: str  # module.Class
     table: str
-    status: str
+    status: AuditStatus
     reason: str = ""
     holder: str = ""
     passes_through: bool | None = None
@@ -43,7 +46,7 @@ class Row:
         return asdict(self)
 
 
-def _verdict(declared: bool, implemented: bool | None) -> str | None:
+def _verdict(declared: bool, implemented: bool | None) -> AuditStatus | None:
     if implemented is None:
         return None
     if declared:
@@ -52,15 +55,24 @@ def _verdict(declared: bool, implemented: bool | None) -> str | None:
 
 
 def refused_architectures(tree: SourceTree) -> set[str]:
-    """Architectures the tree's fork overlay refuses at config time (empty for an upstream tree)."""
+    """Architectures the tree's fork overlay refuses at config time (empty for an upstream tree).
+
+    A fork tree (one with vllm/_fork) without the table, or with a table that is not a dict literal of
+    architecture names, is an error: an empty set would silently turn every refusal into "broken"."""
+    if not any(path.startswith(FORK_FOLDER) for path in tree.paths):
+        return set()
     module = tree.module(REFUSAL_MODULE)
     if module is None:
-        return set()
+        raise ForkError(f"fork tree without {REFUSAL_MODULE}: the audit reads the refusal table "
+                        f"{REFUSAL_TABLE} there; restore the module or update forktool/audit/classify.py")
     for node in module.tree.body:
         target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign) else None)
         if isinstance(target, ast.Name) and target.id == REFUSAL_TABLE and isinstance(node.value, ast.Dict):
-            return {k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
-    return set()
+            keys = node.value.keys
+            if all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in keys):
+                return {k.value for k in keys}
+    raise ForkError(f"{module.path}: no module-level dict literal {REFUSAL_TABLE} of architecture names; "
+                    "the audit reads the fork's refusal table from it statically")
 
 
 def classify(tree: SourceTree) -> list[Row]:

@@ -12,6 +12,7 @@ from forktool.contract_table import fork_source_tree
 from forktool.errors import ForkError
 from forktool.fetch import fetch
 from forktool.project import Project, assemble
+from forktool.vocabulary import Exit
 
 
 def _folder_tree(folder: Path) -> SourceTree:
@@ -34,7 +35,7 @@ def fork_and_upstream(project: Project, wheel: zipfile.ZipFile) -> tuple[SourceT
 
 
 def run_audit(project: Project, tree: str, as_machine: bool, verbose: bool) -> int:
-    """Print the audit of `tree`; exit status 1 when a generation architecture is broken."""
+    """Print the audit of `tree`; exit status 1 (findings) when a generation architecture is broken."""
     if tree in ("fork", "upstream"):
         path, _ = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
         with zipfile.ZipFile(path) as wheel:
@@ -44,5 +45,6 @@ def run_audit(project: Project, tree: str, as_machine: bool, verbose: bool) -> i
         name = f"{path.name} ({'with the fork' if tree == 'fork' else 'as released'})"
     else:
         rows, name = classify(_folder_tree(Path(tree))), tree
-    print(as_json(rows, name) if as_machine else as_table(rows, name, verbose))
-    return 1 if any(is_generation(r) and r.status in BROKEN for r in rows) else 0
+    code = Exit.FINDINGS if any(is_generation(r) and r.status in BROKEN for r in rows) else Exit.OK
+    print(as_json(rows, name, int(code)) if as_machine else as_table(rows, name, verbose))
+    return code
