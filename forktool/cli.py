@@ -13,25 +13,7 @@ from pathlib import Path
 from forktool.errors import ForkError
 from forktool.fetch import fetch
 from forktool.project import Project
-from forktool.vocabulary import Exit, InternalStatus
-
-
-def _require_internals(project: Project, wheel: Path, allow_absent: bool) -> list:
-    """Resolve the declared internals in the upstream wheel; a broken one stops the build (a finding).
-
-    On a test-only base (--allow-absent) they are printed instead, like absent edits: never silent."""
-    from forktool.internals import check_internals, load_internals, require_present
-
-    with zipfile.ZipFile(wheel) as zin:
-        results = check_internals(load_internals(project.root), lambda p: zin.read(p).decode("utf-8"),
-                                  set(zin.namelist()))
-    if allow_absent:
-        for result in results:
-            if result.status == InternalStatus.BROKEN:
-                print(result.line(), file=sys.stderr)
-    else:
-        require_present(results)
-    return results
+from forktool.vocabulary import Exit
 
 
 def _shipped_manifest(wheel: Path) -> dict:
@@ -44,10 +26,11 @@ def _shipped_manifest(wheel: Path) -> dict:
 
 
 def _build(args, project: Project) -> int:
+    from forktool.internals import check_for_build
     from forktool.wheelbuild import build_wheel
 
     wheel, digest = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
-    internals = _require_internals(project, wheel, args.allow_absent)
+    internals = check_for_build(project, wheel, args.allow_absent, frozenset(args.skip))
     out = build_wheel(project, wheel, digest, Path(args.out), args.label or project.label,
                       args.allow_absent, frozenset(args.skip))
     if args.json:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import ast
+import sys
 import tomllib
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from forktool.errors import FindingsError, ForkError
-from forktool.vocabulary import InternalStatus
+from forktool.vocabulary import EditStatus, InternalStatus
 
 INTERNALS_PATH = "requirements/upstream-internals.toml"
 _FIELDS = {"module": True, "name": True, "used_by": True, "why": True, "public": False}
@@ -186,8 +188,21 @@ def check_internals(internals: list[Internal], read: Callable[[str], str], paths
     return [resolve(internal, sources) for internal in internals]
 
 
-def require_present(results: list[InternalResult]) -> None:
-    """Stop the build at internals this base no longer has: one line per culprit."""
-    broken = [r.line() for r in results if r.status == InternalStatus.BROKEN]
-    if broken:
-        raise FindingsError("\n".join(broken))
+def check_for_build(project, wheel: Path, allow_absent: bool, skip: frozenset[str]) -> list[InternalResult]:
+    """Resolve the internals in the upstream wheel before building; broken ones stop the build (a finding),
+    listed after the broken edits so that one run names every culprit.
+
+    On a test-only base (allow_absent) they are printed instead, like absent edits: never silent."""
+    from forktool.project import assemble  # project imports the ops; keep this module light to import
+
+    with zipfile.ZipFile(wheel) as zin:
+        names = set(zin.namelist())
+        results = check_internals(load_internals(project.root), lambda p: zin.read(p).decode("utf-8"), names)
+        broken = [r.line() for r in results if r.status == InternalStatus.BROKEN]
+        if broken and allow_absent:
+            print("\n".join(broken), file=sys.stderr)
+        elif broken:
+            fork = assemble(project, lambda p: zin.read(p).decode("utf-8"), names, allow_absent, skip)
+            edits = [r.line() for r in fork.results if r.status == EditStatus.BROKEN]
+            raise FindingsError("\n".join(edits + broken))
+    return results

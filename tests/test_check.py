@@ -55,6 +55,8 @@ def test_check_reports_each_edit(base, expected, code, other_broken):
     broken_specs = {spec for (spec, _), status in statuses.items() if status == "broken"}
     assert broken_specs == {spec for spec, pair in expected.items() if "broken" in pair} | other_broken, done.stdout
     assert "0 overlay paths shadowed" in done.stdout
+    if code == 0:  # the pinned base has every upstream internal the overlay relies on
+        assert re.search(r"\d+ internals present, 0 broken$", done.stdout.strip()), done.stdout[-500:]
 
 
 def test_check_names_a_missing_file_and_refuses_vague_bases():

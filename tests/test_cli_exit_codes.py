@@ -65,3 +65,16 @@ def test_a_malformed_internals_table_is_bad_input_before_any_download(repo_copy)
     assert done.returncode == Exit.BAD_INPUT
     assert done.stderr.splitlines() == [f"forktool check: {INTERNALS_PATH}: internal #1: missing field 'why'"]
 
+
+
+def test_build_json_reports_the_manifest_the_wheel_ships(tmp_path):
+    import zipfile
+
+    from forktool.cli import _shipped_manifest
+    from forktool.manifest import MANIFEST_PATH, render
+
+    data = {"fork_version": "0.33.0+fork", "edits": [{"id": "x", "status": "clean"}], "overlay": []}
+    wheel = tmp_path / "fork.whl"
+    with zipfile.ZipFile(wheel, "w") as out:
+        out.writestr(MANIFEST_PATH, render(data))
+    assert _shipped_manifest(wheel) == data
