@@ -22,10 +22,12 @@ class ForkWheel(bdist_wheel):
     """Replace setuptools' wheel with the patched upstream wheel that forktool writes."""
 
     def run(self):
+        from forktool.internals import check_for_build
         from forktool.wheelbuild import build_wheel
 
         pin = PROJECT.pin
         wheel, digest = fetch(pin.name, pin.version, "wheel", pin.hashes)
+        check_for_build(PROJECT, wheel, False, frozenset())  # a broken upstream internal stops it, as in build
         print(build_wheel(PROJECT, wheel, digest, Path(self.dist_dir), PROJECT.label))
 
 
