@@ -4,8 +4,7 @@ from forktool.vocabulary import Exit
 
 
 class ForkError(Exception):
-    """Bad input (exit 2): a malformed spec, flag, pin or table, or an artifact that cannot be had; one line
-    that names the culprit and what to do, printed without a traceback."""
+    """Bad input (exit 2): one line naming the malformed spec, flag, pin or table, or the missing artifact."""
 
     exit_code = Exit.BAD_INPUT
 

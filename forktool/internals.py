@@ -189,10 +189,9 @@ def check_internals(internals: list[Internal], read: Callable[[str], str], paths
 
 
 def check_for_build(project, wheel: Path, allow_absent: bool, skip: frozenset[str]) -> list[InternalResult]:
-    """Resolve the internals in the upstream wheel before building; broken ones stop the build (a finding),
-    listed after the broken edits so that one run names every culprit.
-
-    On a test-only base (allow_absent) they are printed instead, like absent edits: never silent."""
+    """Resolve the internals in the upstream wheel before building; a broken one stops the build (a finding)."""
+    # Listed after the broken edits, so one run names every culprit. On a test-only base (allow_absent)
+    # they are printed instead, like absent edits: never silent.
     from forktool.project import assemble  # project imports the ops; keep this module light to import
 
     with zipfile.ZipFile(wheel) as zin:

@@ -27,7 +27,7 @@ def _private(name: str) -> bool:
 
 
 def _upstream_names(tree: ast.AST) -> dict[str, str]:
-    """Local name -> dotted upstream path, for every `from vllm… import x` / `import vllm… as y` (not vllm._fork)."""
+    """Local name -> dotted upstream path of every `from vllm… import x` / `import vllm… as y` (not vllm._fork)."""
     names = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "vllm":

@@ -49,11 +49,12 @@ def code_of(node: cst.CSTNode) -> str:
 
 @lru_cache(maxsize=8192)  # the spec side is compared with every candidate node
 def shape(code: str, mode: str = "eval") -> str | None:
-    """The one equivalence of every operation: the AST dump of `code` (an expression, or statements for
-    mode "exec"). Quotes, wrapping, comments and implicit concatenation are ignored; every character
-    inside a literal counts. None when `code` does not parse in that mode."""
+    """The one equivalence of every operation: the AST dump of `code`; None when it does not parse."""
+    # Quotes, wrapping, comments and implicit concatenation vanish in the AST; every character inside a
+    # literal stays, so "fork only" and "forkonly" differ (the old whitespace-stripped text did not).
     try:
-        return ast.dump(ast.parse(f"({code})" if mode == "eval" else code, mode=mode))
+        # The newline keeps a trailing comment from swallowing the closing parenthesis.
+        return ast.dump(ast.parse(f"({code}\n)" if mode == "eval" else code, mode=mode))
     except SyntaxError:
         return None
 
