@@ -13,7 +13,7 @@ from pathlib import Path
 from forktool.errors import ForkError
 from forktool.fetch import fetch
 from forktool.project import Project
-from forktool.vocabulary import Exit
+from forktool.vocabulary import Exit, InternalStatus
 
 
 def _shipped_manifest(wheel: Path) -> dict:
@@ -33,6 +33,9 @@ def _build(args, project: Project) -> int:
     internals = check_for_build(project, wheel, args.allow_absent, frozenset(args.skip))
     out = build_wheel(project, wheel, digest, Path(args.out), args.label or project.label,
                       args.allow_absent, frozenset(args.skip))
+    for result in internals:  # only a test-only base (--allow-absent) gets here with a broken one
+        if result.status == InternalStatus.BROKEN:
+            print(result.line(), file=sys.stderr)
     if args.json:
         print(json.dumps({"wheel": str(out), "manifest": _shipped_manifest(out),
                           "internals": [r.as_dict() for r in internals]}, indent=1, sort_keys=True))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import sys
 import tomllib
 import zipfile
 from dataclasses import dataclass
@@ -191,16 +190,14 @@ def check_internals(internals: list[Internal], read: Callable[[str], str], paths
 def check_for_build(project, wheel: Path, allow_absent: bool, skip: frozenset[str]) -> list[InternalResult]:
     """Resolve the internals in the upstream wheel before building; a broken one stops the build (a finding)."""
     # Listed after the broken edits, so one run names every culprit. On a test-only base (allow_absent)
-    # they are printed instead, like absent edits: never silent.
+    # the caller prints them once the build succeeded, like absent edits: never silent.
     from forktool.project import assemble  # project imports the ops; keep this module light to import
 
     with zipfile.ZipFile(wheel) as zin:
         names = set(zin.namelist())
         results = check_internals(load_internals(project.root), lambda p: zin.read(p).decode("utf-8"), names)
         broken = [r.line() for r in results if r.status == InternalStatus.BROKEN]
-        if broken and allow_absent:
-            print("\n".join(broken), file=sys.stderr)
-        elif broken:
+        if broken and not allow_absent:
             fork = assemble(project, lambda p: zin.read(p).decode("utf-8"), names, allow_absent, skip)
             edits = [r.line() for r in fork.results if r.status == EditStatus.BROKEN]
             raise FindingsError("\n".join(edits + broken))

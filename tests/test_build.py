@@ -110,26 +110,27 @@ def _break(repo: Path, spec: str, old: str, new: str) -> None:
     path.write_text(path.read_text().replace(old, new, 1))
 
 
-@pytest.mark.parametrize("breakage, message", [
+# Exit 1: a finding on this base (broken edit, shadowed overlay); exit 2: bad input (malformed spec).
+@pytest.mark.parametrize("breakage, message, code", [
     (lambda r: _break(r, "vllm/models/kimi_k3/amd/linear.py.toml", 'class = "KimiLinearForCausalLM"',
                       'class = "KimiLinearForCausalLMv2"'),
      "edits/vllm/models/kimi_k3/amd/linear.py.toml: edit 'declare-supports-eagle3' (add_base: class "
-     "KimiLinearForCausalLMv2 gains base SupportsEagle3) — matched 0 place(s), expected 1"),
+     "KimiLinearForCausalLMv2 gains base SupportsEagle3) — matched 0 place(s), expected 1", 1),
     (lambda r: _break(r, "vllm/models/kimi_k3/amd/linear.py.toml", 'op = "add_base"', 'op = "add_bases"'),
-     "edit 'declare-supports-eagle3': unknown op 'add_bases'"),
+     "edit 'declare-supports-eagle3': unknown op 'add_bases'", 2),
     (lambda r: _break(r, "vllm/models/kimi_k3/amd/linear.py.toml", "remove_when =", "remove_after ="),
-     "edit 'import-supports-eagle3': missing provenance field 'remove_when'"),
+     "edit 'import-supports-eagle3': missing provenance field 'remove_when'", 2),
     (lambda r: (r / "vllm" / "version.py").write_text("VERSION = 'mine'\n"),
-     "vllm/version.py: overlay file already exists in vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"),
+     "vllm/version.py: overlay file already exists in vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl", 1),
     (lambda r: (r / "edits" / "vllm" / "gone.py.toml").write_text(
         (r / "edits/vllm/models/kimi_k3/amd/linear.py.toml").read_text()),
-     "edits/vllm/gone.py.toml: edit 'import-supports-eagle3'"),
+     "edits/vllm/gone.py.toml: edit 'import-supports-eagle3'", 1),
 ])
-def test_bad_input_stops_the_build_with_one_line_and_no_wheel(repo_copy, upstream_wheel, breakage, message):
+def test_bad_input_stops_the_build_with_one_line_and_no_wheel(repo_copy, upstream_wheel, breakage, message, code):
     breakage(repo_copy)
     dist = repo_copy / "dist"
     done = run_forktool("build", "--out", str(dist), repo=repo_copy)
-    assert done.returncode == 1
+    assert done.returncode == code
     assert message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert all(line.startswith("forktool build: ") for line in done.stderr.strip().splitlines())
@@ -183,7 +184,7 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_buil
 
 def test_skip_must_name_a_real_edit(tmp_path):
     done = run_forktool(*CPU_BUILD, "--skip", "edits/vllm/nowhere.py.toml:gone", "--out", str(tmp_path))
-    assert done.returncode == 1
+    assert done.returncode == 2  # bad input
     assert done.stderr.strip() == ("forktool build: --skip edits/vllm/nowhere.py.toml:gone: no such edit; "
                                    "name it as <spec file>:<edit id>")
 

@@ -31,7 +31,7 @@ def test_tampered_cached_wheel_is_refused(upstream_wheel, tmp_path):
         handle.write(bytes([byte[0] ^ 0xFF]))
     dist = tmp_path / "dist"
     done = run_forktool("build", "--out", str(dist), env=_env(cache))
-    assert done.returncode == 1
+    assert done.returncode == 2  # bad input: the artifact cannot be had
     [line] = done.stderr.strip().splitlines()
     assert wheel.name in line and "is not pinned in requirements/upstream.txt" in line and "tampered" in line
     assert not dist.exists() or list(dist.iterdir()) == []
@@ -40,7 +40,7 @@ def test_tampered_cached_wheel_is_refused(upstream_wheel, tmp_path):
 def test_no_network_and_no_cache_is_one_clear_line(tmp_path):
     dist = tmp_path / "dist"
     done = run_forktool("build", "--out", str(dist), env=_env(tmp_path / "empty", FORKTOOL_OFFLINE="1"))
-    assert done.returncode == 1
+    assert done.returncode == 2  # bad input: the artifact cannot be had
     [line] = done.stderr.strip().splitlines()
     assert "cannot download the vllm==0.33.0 wheel with pip" in line and "no copy is cached in" in line
     assert "Traceback" not in done.stderr
