@@ -1,4 +1,4 @@
-"""Draft group packing (vllm/_fork/kv_pages.py) against upstream's own block-stride function.
+"""Draft group packing (vllm/_fork/kv_pages.py) against upstream's own block-stride function and spec classes.
 
 The whole GLM-5.3-Flash + DFlash2 plan, through the edited `_get_packed_kv_cache_groups`, is in
 test_glm5_kv_plan.py.
@@ -6,17 +6,27 @@ test_glm5_kv_plan.py.
 
 from __future__ import annotations
 
+import logging
+from fractions import Fraction
+
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vllm._fork.kv_pages import pack_draft_groups
+from vllm._fork.kv_pages import DISABLE_ENV, pack_draft_groups
+from vllm.config.kv_transfer import KVTransferConfig
 from vllm.v1.attention.backend import MultipleOf
 from vllm.v1.core.kv_cache_planning import _get_kv_cache_bytes_per_block
 from vllm.v1.kv_cache_interface import (
+    ChunkedLocalAttentionSpec,
+    CircularBufferSpec,
     FullAttentionSpec,
     KVCacheGroupSpec,
     MLAAttentionSpec,
+    RSWASpec,
+    SinkFullAttentionSpec,
+    SlidingWindowMLASpec,
     SlidingWindowSpec,
     UniformTypeKVCacheSpecs,
 )
@@ -100,3 +110,57 @@ def test_kernel_block_alignment_limits_the_multiple():
     packed = pack_draft_groups(groups, layout, prefix_caching=False)
     assert _get_kv_cache_bytes_per_block(packed, layout) == stride == 36864
     assert packed[1].kv_cache_spec.block_size == 32
+
+
+# Draft specs of the same 8,192-byte page as window() whose block size is not (only) tokens per block: a
+# plain draft group of that page is packed 2x next to three target layers (first test), these must stay.
+COMMON = dict(block_size=16, dtype=BF16, is_draft=True)
+NOT_PLAIN = {
+    "circular buffer (block = ring capacity)": lambda: CircularBufferSpec(num_kv_heads=2, head_size=64, **COMMON),
+    "sliding-window MLA": lambda: SlidingWindowMLASpec(num_kv_heads=1, head_size=256, sliding_window=128,
+                                                       **dict(COMMON, dtype=torch.float32) | {"block_size": 8}),
+    "MLA": lambda: MLAAttentionSpec(num_kv_heads=1, head_size=512, **COMMON),
+    "chunked local": lambda: ChunkedLocalAttentionSpec(num_kv_heads=2, head_size=64, attention_chunk_size=64,
+                                                      **COMMON),
+    "R-SWA": lambda: RSWASpec(num_kv_heads=2, head_size=64, rswa_window=64, **COMMON),
+    "sink full attention": lambda: SinkFullAttentionSpec(num_kv_heads=2, head_size=64, sink_len=4, **COMMON),
+    "several tokens per state": lambda: window(tokens_per_state=4),
+    "fractional tokens per state": lambda: window(tokens_per_state=Fraction(1, 2), block=8),
+    "head slots published by the backend": lambda: window(num_head_slots=2),
+    "padded page": lambda: window(page_size_padded=8192 + 512),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_PLAIN))
+def test_only_plain_full_or_window_draft_specs_are_packed(kind):
+    layout = KVCacheLayout.BLHNC
+    spec = NOT_PLAIN[kind]()
+    assert spec.is_draft and spec.page_size_bytes * 2 <= 110592  # room to pack, were it plain
+    groups = [_group({f"t{i}": target() for i in range(3)}), _group({"d0": spec})]
+    assert pack_draft_groups(groups, layout, prefix_caching=False) == groups
+
+
+@pytest.mark.parametrize("plain", [window, lambda: FullAttentionSpec(num_kv_heads=2, head_size=64, **COMMON)])
+def test_plain_draft_specs_of_the_same_page_are_packed(plain):
+    layout = KVCacheLayout.BLHNC
+    groups = [_group({f"t{i}": target() for i in range(3)}), _group({"d0": plain()})]
+    assert pack_draft_groups(groups, layout, prefix_caching=False)[1].kv_cache_spec.block_size > 16
+
+
+def test_nothing_is_packed_with_a_kv_connector(caplog):
+    layout = KVCacheLayout.BLHNC
+    groups = [_group({f"t{i}": target() for i in range(3)}), _group({f"d{i}": window() for i in range(5)})]
+    connector = KVTransferConfig(kv_connector="NixlConnector", kv_role="kv_both")
+    with caplog.at_level(logging.INFO, logger="vllm._fork.kv_pages"):
+        assert pack_draft_groups(groups, layout, False, connector) == groups
+    lines = [r.getMessage() for r in caplog.records if r.name == "vllm._fork.kv_pages"]
+    assert len(lines) == 1 and "NixlConnector" in lines[0], lines
+    assert pack_draft_groups(groups, layout, False, None)[1].kv_cache_spec.block_size == 32
+
+
+@pytest.mark.parametrize("value, packed", [("1", False), ("true", False), ("0", True), ("", True)])
+def test_env_switch_turns_packing_off(monkeypatch, value, packed):
+    layout = KVCacheLayout.BLHNC
+    groups = [_group({f"t{i}": target() for i in range(3)}), _group({f"d{i}": window() for i in range(5)})]
+    monkeypatch.setenv(DISABLE_ENV, value)
+    assert (pack_draft_groups(groups, layout, prefix_caching=False) != groups) is packed

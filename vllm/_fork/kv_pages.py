@@ -3,36 +3,68 @@
 In block-outermost layouts every KV group's block costs the widest group's bytes. GLM-5.3-Flash + DFlash2:
 the drafter's window group fills 22 % of each block and pays the rest as padding. With k times the tokens per
 block the same stride holds k times the window, so the drafter takes k times fewer blocks per request.
-Only all-draft groups are packed: their block size means nothing but tokens per block, while some target specs
-give it other meanings (Inkling's short-conv state is a SlidingWindowSpec whose block is the conv kernel).
+Only all-draft groups of plain full or sliding-window attention are packed: there the block size means nothing
+but tokens per block. Other specs give it other meanings (a CircularBufferSpec's block is its ring capacity,
+Inkling's short-conv state is a SlidingWindowSpec whose block is the conv kernel, MLA pages may be padded to an
+alignment), so target layers and every spec subclass stay as they are.
 Only without prefix caching: cache hits align to the least common multiple of the groups' block sizes, so a 4x
 draft block would make hits 4x coarser, a trade-off left to whoever turns prefix caching off.
+Never with a KV connector: NIXL and the other connectors move blocks by the groups' block sizes, and the
+prefill and decode instances must agree on them.
 Every candidate must leave the block stride and its alignment exactly as they were.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from dataclasses import replace
 from typing import Any
 
+logger = logging.getLogger(__name__)
+
+# Set to 1 to plan exactly as stock vLLM 0.33.0 does (the A/B switch of the GPU check).
+DISABLE_ENV = "VLLM_FORK_DISABLE_KV_PACKING"
+
+
+def packing_disabled() -> bool:
+    """True when the env switch turns the fork's draft packing off."""
+    return os.environ.get(DISABLE_ENV, "0").strip().lower() not in ("", "0", "false", "no")
+
 
 def _packable(spec: Any) -> bool:
-    from vllm.v1.kv_cache_interface import AttentionSpec, MLAAttentionSpec
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
 
-    return (getattr(spec, "is_draft", False) and isinstance(spec, AttentionSpec)
-            and not isinstance(spec, MLAAttentionSpec) and spec.page_size_padded is None)
+    # Exact types, not isinstance: every subclass (MLA, SlidingWindowMLA, RSWA, sink, hidden-state caches) and
+    # every sibling (CircularBuffer, chunked local, Mamba) may read block_size as something else.
+    if type(spec) not in (FullAttentionSpec, SlidingWindowSpec) or not getattr(spec, "is_draft", False):
+        return False
+    dense = spec.num_head_slots is None and spec.state_content_bytes is None and spec.tokens_per_state == 1
+    return dense and spec.page_size_padded is None
 
 
 def _scaled(spec: Any, ratio: int) -> Any:
     return spec.copy_with_new_block_size(spec.block_size * ratio)
 
 
-def pack_draft_groups(groups: list, layout: Any, prefix_caching: bool) -> list:
-    """Each all-draft group at the largest block multiple that keeps the block stride; none with prefix caching."""
+def _connector_name(kv_transfer_config: Any) -> str | None:
+    if kv_transfer_config is None:
+        return None
+    return getattr(kv_transfer_config, "kv_connector", None) or type(kv_transfer_config).__name__
+
+
+def pack_draft_groups(groups: list, layout: Any, prefix_caching: bool, kv_transfer_config: Any = None) -> list:
+    """Each all-draft group at the largest block multiple that keeps the block stride; none with prefix caching,
+    a KV connector, or VLLM_FORK_DISABLE_KV_PACKING=1."""
     from vllm.v1.core.kv_cache_planning import _get_kv_cache_bytes_per_block as stride_of
     from vllm.v1.kv_cache_interface import UniformTypeKVCacheSpecs
 
-    if prefix_caching:
+    if prefix_caching or packing_disabled():
+        return groups
+    connector = _connector_name(kv_transfer_config)
+    if connector is not None:
+        logger.info("Draft KV groups not packed: KV connector %s transfers blocks by each group's block size, "
+                    "which both instances must share", connector)
         return groups
     stride = stride_of(groups, layout)
     packed = list(groups)
