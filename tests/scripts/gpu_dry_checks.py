@@ -1,0 +1,139 @@
+"""The dry run's checks on built (meta) models: the layers' own forward assertions, backends, the engine's KV plan."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import inspect
+import os
+import textwrap
+from collections import Counter
+from functools import cache
+
+from vllm._fork.kv_pages import DISABLE_ENV
+
+# A planning budget as one H100 (TP1) gives: 0.85 x 80 GiB less a few GiB of weights and activations.
+AVAILABLE_KV_BYTES = 60 << 30
+
+
+# Node types of a condition on construction-time attributes only (no calls, no indexing into runtime buffers).
+_STATIC = (ast.Expression, ast.BoolOp, ast.Compare, ast.UnaryOp, ast.Attribute, ast.Name, ast.Constant, ast.Tuple,
+           ast.List, ast.Set, ast.Load, ast.boolop, ast.cmpop, ast.unaryop)
+
+
+@cache
+def _self_assertions(cls) -> tuple:
+    """(source, code) of each unconditional `assert` in cls.forward on attributes of `self` alone."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
+    except (OSError, TypeError):  # forward defined in C or generated: no source to read
+        return ()
+    found = []
+    for node in tree.body[0].body:  # top level only: a branch's assert holds only on that branch
+        if not isinstance(node, ast.Assert):
+            continue
+        names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+        if names == {"self"} and all(isinstance(n, _STATIC) for n in ast.walk(node.test)):
+            found.append((ast.unparse(node.test), compile(ast.Expression(node.test), "<assert>", "eval")))
+    return tuple(found)
+
+
+def forward_assertions(*models) -> tuple[int, list[str]]:
+    """Evaluate the layers' own forward-time shape assertions on the built modules: (how many, failures)."""
+    checked, failures = 0, []
+    for model in models:
+        for prefix, module in model.named_modules():
+            for source, code in _self_assertions(type(module)):
+                checked += 1
+                if not eval(code, {}, {"self": module}):  # noqa: S307 - the layer's own assert, compiled above
+                    failures.append(f"{type(module).__name__}.forward asserts `{source}` ({prefix})")
+    return checked, failures
+
+
+def attention_backends(vc) -> dict[str, Counter]:
+    """The backend every attention layer picked, split into target and draft layers."""
+    from vllm.config.vllm import get_layers_from_vllm_config
+    from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+
+    picked = {"target": Counter(), "draft": Counter()}
+    for layer in get_layers_from_vllm_config(vc, AttentionLayerBase).values():
+        side = "draft" if getattr(layer, "is_draft_layer", False) else "target"
+        picked[side][layer.get_attn_backend().get_name()] += 1
+    return picked
+
+
+class _StandInExecutor:
+    """Answers EngineCore._initialize_kv_caches as one TP1 worker would, from the specs its layers gave."""
+
+    def __init__(self, vc, specs: dict, available: int):
+        self.vllm_config, self.specs, self.available, self.kv_cache_configs = vc, specs, available, None
+
+    def get_kv_cache_specs(self):
+        return [self.specs]
+
+    def get_supported_kv_cache_layouts(self):
+        from vllm.v1.worker.worker_base import WorkerBase
+
+        return [WorkerBase.get_supported_kv_cache_layouts(self)]
+
+    def set_kv_cache_layout(self, name: str, interleave: int) -> None:
+        from vllm.v1.worker.worker_base import WorkerBase
+
+        WorkerBase.set_kv_cache_layout(self, name, interleave)
+
+    def determine_available_memory(self):
+        return [self.available]
+
+    def initialize_from_config(self, configs) -> None:
+        self.kv_cache_configs = configs
+
+    def compile_or_warm_up_model(self) -> None:
+        """Compilation, CUDA graph capture and warm-up: the first kernels, where the dry run ends."""
+
+    def collective_rpc(self, *args, **kwargs):
+        return [None]
+
+
+class _StandInCore:
+    def __init__(self, executor):
+        self.model_executor, self.available_gpu_memory_for_kv_cache = executor, 0
+
+    def collective_rpc(self, *args, **kwargs):
+        return self.model_executor.collective_rpc(*args, **kwargs)
+
+
+def collect_specs(platform, vc) -> dict:
+    """The executor's block-size update, then the V2 runner's per-layer spec collection (draft flags included)."""
+    from vllm.v1.worker.gpu.attn_utils import get_kv_cache_spec
+
+    platform.update_block_size_for_backend(vc)
+    return get_kv_cache_spec(vc)
+
+
+def plan(vc, specs: dict, packing: bool = True) -> dict:
+    """EngineCore._initialize_kv_caches on a copy of the config's mutable parts; the groups it planned."""
+    from vllm.v1.engine.core import EngineCore
+
+    planned = copy.copy(vc)
+    for part in ("cache_config", "scheduler_config", "parallel_config", "model_config"):
+        object.__setattr__(planned, part, copy.deepcopy(getattr(vc, part)))
+    before = os.environ.get(DISABLE_ENV)
+    os.environ[DISABLE_ENV] = "0" if packing else "1"
+    try:
+        config = EngineCore._initialize_kv_caches(_StandInCore(_StandInExecutor(planned, specs, AVAILABLE_KV_BYTES)),
+                                                  planned)
+    finally:
+        os.environ.pop(DISABLE_ENV) if before is None else os.environ.__setitem__(DISABLE_ENV, before)
+    groups = []
+    for group in config.kv_cache_groups:
+        members = getattr(group.kv_cache_spec, "kv_cache_specs", None) or {n: group.kv_cache_spec
+                                                                         for n in group.layer_names}
+        draft = all(getattr(spec, "is_draft", False) for spec in members.values())
+        groups.append({"kind": type(next(iter(members.values()))).__name__, "draft": draft,
+                       "layers": len(group.layer_names), "block_size": group.kv_cache_spec.block_size})
+    return {"num_blocks": config.num_blocks, "block_size": planned.cache_config.block_size, "groups": groups,
+            "layout": str(planned.cache_config.kv_cache_layout)}
+
+
+def draft_blocks(planned: dict) -> list[int]:
+    return [g["block_size"] for g in planned["groups"] if g["draft"]]

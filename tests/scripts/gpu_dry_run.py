@@ -1,0 +1,113 @@
+"""`make gpu-dry-run`: every gpu-check scenario taken up to the first CUDA kernel, on a CPU, in one process.
+
+Usage: python gpu_dry_run.py [--only NAME ...] [--blockers] [--json OUT]
+Per scenario, with vLLM's own code on a stand-in SM90 platform (benchmarks/glm5_kv/sm90_stub.py answers device
+queries only): checkpoint folders written (gpu_scenarios.py), EngineArgs -> VllmConfig, the renderer (tokenizer,
+multimodal processor) as LLMEngine builds it, target and drafter built on the meta device through the runner's own
+speculator (init_speculator + load_model, which marks the draft layers), the layers' own forward-time assertions
+evaluated on the built modules, the attention backends the layers picked, and the KV plan from
+EngineCore._initialize_kv_caches, with and without VLLM_FORK_DISABLE_KV_PACKING (the A/B of gpu-check).
+Prints `scenario NAME: dry-run ok` or `scenario NAME: dry-run FAILED: <reason>`. Exit 0 when every scenario is
+ok, 1 when one failed (--blockers adds the old GPU script's two startup blockers, which must fail), 2 bad input.
+Not proven here: any kernel, CUDA graph capture, memory profiling, the numbers the GPU computes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu_dry_build  # noqa: E402  (installs nothing at import; install_platform must precede any vllm import)
+import gpu_scenarios  # noqa: E402
+
+# The production sparse-MLA kernel on SM90 (head size 512/576 only); tiny MLA heads would pick another.
+GLM_TARGET_BACKEND = "FLASHINFER_MLA_SPARSE_SM90"
+
+
+class Finding(Exception):
+    """A scenario that would fail on the GPU box, with the reason."""
+
+
+def check_plan(scenario, fork: dict, stock: dict) -> None:
+    from gpu_dry_checks import draft_blocks
+
+    ours, theirs = draft_blocks(fork), draft_blocks(stock)
+    if scenario.packed and not any(a > b for a, b in zip(ours, theirs)):
+        raise Finding(f"draft KV group not packed (draft blocks {ours}, with packing off {theirs})")
+    if not scenario.packed and ours != theirs:
+        raise Finding(f"draft KV group packed where it must not be ({theirs} -> {ours})")
+
+
+def dry_run(scenario, work: Path, platform, state: dict) -> dict:
+    """One scenario through everything before the first kernel; raises on the first problem."""
+    from gpu_dry_checks import attention_backends, collect_specs, forward_assertions, plan
+    from vllm.engine.arg_utils import EngineArgs
+
+    vc = EngineArgs(**gpu_scenarios.engine_kwargs(scenario, work)).create_engine_config()
+    if not state.get("distributed"):
+        gpu_dry_build.init_distributed(vc)
+        state["distributed"] = True
+    out = {"renderer": gpu_dry_build.renderer(vc)}
+    target, speculator = gpu_dry_build.build(vc)
+    out["speculator"] = type(speculator).__name__
+    checked, failures = forward_assertions(target, speculator.model)
+    out["assertions_checked"] = checked
+    if failures:
+        raise Finding(failures[0])
+    backends = attention_backends(vc)
+    out["backends"] = {side: dict(names) for side, names in backends.items()}
+    if scenario.target.startswith("glm5") and GLM_TARGET_BACKEND not in backends["target"]:
+        raise Finding(f"target MLA layers picked {sorted(backends['target'])}, not {GLM_TARGET_BACKEND}")
+    if not backends["draft"] and scenario.draft_kinds:
+        raise Finding("no draft attention layer was marked (is_draft_layer)")
+    specs = collect_specs(platform, vc)
+    out["plan"], out["plan_packing_off"] = plan(vc, specs, packing=True), plan(vc, specs, packing=False)
+    check_plan(scenario, out["plan"], out["plan_packing_off"])
+    return out
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", action="append", default=[], help="scenario name (repeatable)")
+    ap.add_argument("--blockers", action="store_true", help="also run the two known startup blockers")
+    ap.add_argument("--json", type=Path, help="write every scenario's details here")
+    args = ap.parse_args(argv)
+    unknown = [name for name in args.only if name not in gpu_scenarios.BY_NAME]
+    if unknown:
+        print(f"gpu-dry-run: unknown scenario {unknown[0]}; known: {', '.join(gpu_scenarios.BY_NAME)}",
+              file=sys.stderr)
+        return 2
+    chosen = [gpu_scenarios.BY_NAME[n] for n in args.only] or gpu_scenarios.SCENARIOS + (
+        gpu_scenarios.BLOCKERS if args.blockers else [])
+    started = time.time()
+    report, state = {}, {}
+    with tempfile.TemporaryDirectory(prefix="gpu-dry-run-") as scratch:
+        work = Path(scratch)
+        platform = gpu_dry_build.install_platform(work)
+        gpu_scenarios.write(work)
+        for scenario in chosen:
+            began = time.time()
+            try:
+                entry = {"ok": True, **dry_run(scenario, work, platform, state)}
+                line = "dry-run ok"
+            except Exception as exc:  # noqa: BLE001 - every failure of a scenario is its finding, reported
+                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                reason = f"{type(exc).__name__}: {reason}" if not isinstance(exc, Finding) else reason
+                entry, line = {"ok": False, "reason": reason}, f"dry-run FAILED: {reason}"
+            entry["seconds"] = round(time.time() - began, 1)
+            report[scenario.name] = entry
+            print(f"scenario {scenario.name}: {line}", flush=True)
+    wall = round(time.time() - started, 1)
+    print(f"gpu-dry-run: {sum(e['ok'] for e in report.values())}/{len(report)} ok in {wall} s", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"wall_seconds": wall, "scenarios": report}, indent=1, default=str))
+    return 0 if all(e["ok"] for e in report.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
