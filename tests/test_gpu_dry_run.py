@@ -1,0 +1,81 @@
+"""`make gpu-dry-run` on this CPU: every gpu-check scenario up to the first CUDA kernel, plus the two old blockers.
+
+One interpreter runs every scenario (≈ 45 s here); the test reads its lines and its JSON report.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import gpu_scenarios  # noqa: E402  (scenario names only; it imports no vllm)
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp_path_factory.mktemp("gpu-dry-run") / "report.json"
+    done = subprocess.run([sys.executable, str(SCRIPTS / "gpu_dry_run.py"), "--blockers", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    report = json.loads(out.read_text())["scenarios"] if out.exists() else {}
+    return done, report
+
+
+def _lines(done) -> dict[str, str]:
+    prefix = "scenario "
+    return dict(line[len(prefix):].split(": ", 1) for line in done.stdout.splitlines() if line.startswith(prefix))
+
+
+def test_every_gpu_scenario_passes_the_dry_run(dry_run):
+    done, report = dry_run
+    lines = _lines(done)
+    assert set(lines) == {s.name for s in gpu_scenarios.SCENARIOS + gpu_scenarios.BLOCKERS}, done.stderr[-3000:]
+    for scenario in gpu_scenarios.SCENARIOS:
+        assert lines[scenario.name] == "dry-run ok", (scenario.name, lines[scenario.name])
+
+
+def test_the_two_startup_blockers_fail_with_their_reason(dry_run):
+    done, _ = dry_run
+    lines = _lines(done)
+    assert done.returncode == 1  # the blockers are failures
+    assert lines["blocker-mm-processor-without-tokenizer"].startswith("dry-run FAILED: ValueError: ")
+    assert "requires a tokenizer" in lines["blocker-mm-processor-without-tokenizer"]
+    assert lines["blocker-indexer-head-32"] == ("dry-run FAILED: Indexer.forward asserts `self.head_dim == 128 and "
+                                                "self.quant_block_size == 128` (model.layers.3.self_attn.indexer)")
+
+
+def test_glm_targets_pick_the_production_sparse_mla_kernel(dry_run):
+    _, report = dry_run
+    for scenario in gpu_scenarios.SCENARIOS:
+        if scenario.target.startswith("glm5"):
+            assert "FLASHINFER_MLA_SPARSE_SM90" in report[scenario.name]["backends"]["target"], scenario.name
+            assert "FLASH_ATTN_MLA_SPARSE" not in report[scenario.name]["backends"]["target"], scenario.name
+
+
+def test_the_engine_planner_packs_exactly_the_packed_scenarios(dry_run):
+    _, report = dry_run
+    for scenario in gpu_scenarios.SCENARIOS:
+        plans = report[scenario.name]["plan"], report[scenario.name]["plan_packing_off"]
+        ours, stock = ([g["block_size"] for g in plan["groups"] if g["draft"]] for plan in plans)
+        if scenario.packed:  # DFlash2 without prefix caching: the draft window group takes 2x the tokens per block
+            assert ours == [2 * stock[0]] and len(stock) == 1, (scenario.name, ours, stock)
+        else:
+            assert ours == stock, scenario.name
+    # Prefix caching on: the drafter's window still gets a group of its own, at the pool's block size.
+    assert [g["block_size"] for g in report["glm5-text-dflash2-prefix-cache"]["plan"]["groups"] if g["draft"]] == [640]
+
+
+def test_the_speculator_the_runner_would_build(dry_run):
+    _, report = dry_run
+    assert report["glm5-text-mtp1"]["speculator"] == "MTPSpeculator"
+    assert report["glm5-text-mtp3"]["speculator"] == "MultiModuleMTPSpeculator"
+    assert report["glm5-mm-dflash2-packed"]["speculator"] == "DFlash2Speculator"
+    assert report["qwen3next-dflash"]["speculator"] == "DFlashSpeculator"
+    assert report["kimik3-text-dspark"]["speculator"] == "DSparkSpeculator"
+    assert report["glm4-eagle3"]["speculator"] == "EagleSpeculator"
