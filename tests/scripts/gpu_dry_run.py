@@ -25,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_dry_build  # noqa: E402  (installs nothing at import; install_platform must precede any vllm import)
 import gpu_scenarios  # noqa: E402
 
+from vllm._fork.vocabulary import Exit  # noqa: E402  (pure Python: imports no vllm module)
+
 # The production sparse-MLA kernel on SM90 (head size 512/576 only); tiny MLA heads would pick another.
 GLM_TARGET_BACKEND = "FLASHINFER_MLA_SPARSE_SM90"
 
@@ -81,7 +83,7 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"gpu-dry-run: unknown scenario {unknown[0]}; known: {', '.join(gpu_scenarios.BY_NAME)}",
               file=sys.stderr)
-        return 2
+        return Exit.BAD_INPUT
     chosen = [gpu_scenarios.BY_NAME[n] for n in args.only] or gpu_scenarios.SCENARIOS + (
         gpu_scenarios.BLOCKERS if args.blockers else [])
     started = time.time()
@@ -106,7 +108,7 @@ def main(argv: list[str]) -> int:
     print(f"gpu-dry-run: {sum(e['ok'] for e in report.values())}/{len(report)} ok in {wall} s", flush=True)
     if args.json:
         args.json.write_text(json.dumps({"wall_seconds": wall, "scenarios": report}, indent=1, default=str))
-    return 0 if all(e["ok"] for e in report.values()) else 1
+    return Exit.OK if all(e["ok"] for e in report.values()) else Exit.FINDINGS
 
 
 if __name__ == "__main__":
