@@ -42,3 +42,18 @@ test: test-env cpu-env
 
 clean:
 	rm -rf dist build vllm.egg-info $(ENGINE_VENV) $(TEST_VENV) $(CPU_VENV)
+
+# GPU acceptance (README, "GPU acceptance"): GPU_ARGS="--only NAME" narrows either run to one scenario.
+# gpu-check: one H100/H200 (TP1), PYTHON's environment holding vLLM 0.33.0 with the fork wheel installed over it.
+# gpu-dry-run: this CPU, every scenario up to the first CUDA kernel (also in `make test`: tests/test_gpu_dry_run.py).
+GPU_ARGS ?=
+
+.PHONY: gpu-check gpu-dry-run
+
+gpu-check:
+	$(PYTHON) tests/scripts/gpu_check.py $(GPU_ARGS)
+
+gpu-dry-run: test-env
+	wheel=$$($(TEST_VENV)/bin/python -m forktool build) && \
+	  $(TEST_VENV)/bin/pip install -q --no-deps --force-reinstall "$$wheel"
+	$(TEST_VENV)/bin/python tests/scripts/gpu_dry_run.py $(GPU_ARGS)
