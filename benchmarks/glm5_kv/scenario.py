@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -49,7 +50,9 @@ def use_planner(which: str) -> None:
         raise RuntimeError("--planner fork needs the fork wheel (vllm.v1.core.kv_cache_planning has no "
                            "pack_draft_groups); install it, or pass --planner stock")
     if which == "stock" and hooked:
-        planning.pack_draft_groups = lambda groups, layout, prefix_caching: groups
+        from vllm._fork.kv_pages import DISABLE_ENV
+
+        os.environ[DISABLE_ENV] = "1"  # the fork's own switch: plan exactly as stock 0.33.0
 
 
 def run(args) -> dict:
