@@ -75,3 +75,29 @@ def test_gpu_check_passes_on_an_h100_or_h200(tmp_path):
     report = json.loads((tmp_path / "report.json").read_text())["scenarios"]
     assert set(report) == {s.name for s in gpu_scenarios.SCENARIOS}
     assert done.returncode == 0, done.stdout[-5000:]
+
+
+def test_check_shares_base_runs_and_runs_the_packing_ab(monkeypatch, tmp_path):
+    """The orchestration with the engine process replaced by canned results (the engine itself needs a GPU)."""
+    import gpu_check
+
+    calls = []
+
+    def fake_engine(request, log, env=None):
+        off = (env or {}).get("VLLM_FORK_DISABLE_KV_PACKING") == "1"
+        speculative = request["engine"]["speculative_config"]
+        calls.append((Path(request["engine"]["model"]).name, bool(speculative), request["prompts"], off))
+        draft = [{"kind": "SlidingWindowSpec", "draft": True, "block_size": 640 if off else 1280, "window": 512}]
+        return {"tokens": BASE, "top2": TOP2, "prompt_lengths": [7000, 9800], "tokens_per_second": 10.0,
+                "kv_groups": draft if speculative else [], "backends": ["FLASHINFER_MLA_SPARSE_SM90"]}
+
+    monkeypatch.setattr(gpu_check, "engine", fake_engine)
+    bases = {}
+    for name in ("glm5-text-mtp1", "glm5-text-mtp3", "glm5-text-dflash2-packed"):
+        row = gpu_check.check(gpu_scenarios.BY_NAME[name], tmp_path, tmp_path, bases)
+        assert row["ok"], (name, row["problems"])
+    assert calls == [("glm5_text", False, "short", False), ("glm5_text", True, "short", False),
+                     ("glm5_text_mtp3", True, "short", False),  # same target weights: the base run is shared
+                     ("glm5_text", False, "long", False), ("glm5_text", True, "long", False),
+                     ("glm5_text", True, "long", True)]  # the A/B run with packing off
+    assert "glm5-text-dflash2-packed" in gpu_check.table({"glm5-text-dflash2-packed": row})

@@ -68,7 +68,7 @@ def run(request: dict) -> dict:
     from vllm import LLM, SamplingParams
 
     started = time.time()
-    llm = LLM(**request["engine"])
+    llm = LLM(**request["engine"], disable_log_stats=False)  # get_metrics (acceptance) needs the stat loggers
     out = {"startup_seconds": round(time.time() - started, 1), "sharpened": llm.apply_model(sharpen)[0],
            "kv_groups": kv_groups(llm)}
     params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True, detokenize=False,
