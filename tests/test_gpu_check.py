@@ -1,4 +1,4 @@
-"""gpu-check: its pass/fail rules on the CPU, and the whole run behind the `gpu` marker (H100/H200, `make gpu-check`)."""
+"""gpu-check: its pass/fail rules on the CPU; the whole run behind the `gpu` marker (H100/H200, `make gpu-check`)."""
 
 from __future__ import annotations
 

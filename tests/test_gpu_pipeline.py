@@ -80,8 +80,11 @@ def test_wheel_comparison_finds_python_differences_only(tmp_path):
     ours = _wheel(tmp_path / "a.whl", {"vllm/a.py": b"x = 1\n", "vllm/_C.abi3.so": b"\0one"})
     same = _wheel(tmp_path / "b.whl", {"vllm/a.py": b"x = 1\n", "vllm/_C.abi3.so": b"\0two"})
     other = _wheel(tmp_path / "c.whl", {"vllm/a.py": b"x = 2\n", "vllm/b.py": b""})
-    run = lambda *args: subprocess.run([sys.executable, str(SCRIPTS / "gpu_compare_wheels.py"), *map(str, args)],  # noqa: E731
-                                       capture_output=True, text=True)
+    script = str(SCRIPTS / "gpu_compare_wheels.py")
+
+    def run(*args):
+        return subprocess.run([sys.executable, script, *map(str, args)], capture_output=True, text=True)
+
     assert run(ours, same).returncode == 0
     done = run(ours, other)
     assert done.returncode == 1

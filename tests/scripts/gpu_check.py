@@ -89,7 +89,8 @@ def table(report: dict) -> str:
         draft = [g["block_size"] for g in spec.get("kv_groups", []) if g["draft"]]
         rows.append((name, "ok" if row["ok"] else "FAILED: " + row["problems"][0][:80],
                      f"{greedy.get('compared', '-')}/{greedy.get('total', '-')}",
-                     str(spec.get("mean_acceptance_length", "-")), str(row.get("base", {}).get("tokens_per_second", "-")),
+                     str(spec.get("mean_acceptance_length", "-")),
+                     str(row.get("base", {}).get("tokens_per_second", "-")),
                      str(spec.get("tokens_per_second", "-")), str(draft or "-"),
                      str(row.get("packing_off", {}).get("mean_acceptance_length", "-"))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]

@@ -1,4 +1,4 @@
-"""The scenarios of `make gpu-check` and `make gpu-dry-run`: checkpoints written here, shapes the H100/H200 kernels take.
+"""The scenarios of `make gpu-check` and `make gpu-dry-run`: checkpoints written here, shapes H100/H200 kernels take.
 
 Each scenario is one speculative config against a target; gpu_check.py runs it beside the same target without
 speculation. Shapes follow the published checkpoints where a kernel cares (GLM-5.3-Flash: MLA latent 512 without
@@ -54,7 +54,8 @@ QWEN3_NEXT_DFLASH = dict(
     architectures=["DFlashDraftModel"], model_type="qwen3", vocab_size=512, hidden_size=512, target_hidden_size=512,
     intermediate_size=1024, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=1, head_dim=128,
     max_position_embeddings=65536, rms_norm_eps=1e-6, rope_theta=10000000.0, block_size=5,
-    tie_word_embeddings=False, torch_dtype="bfloat16", dflash_config={"target_layer_ids": [1, 3, 5], "mask_token_id": 4})
+    tie_word_embeddings=False, torch_dtype="bfloat16",
+    dflash_config={"target_layer_ids": [1, 3, 5], "mask_token_id": 4})
 KIMI_K3_TEXT = dict(
     architectures=["KimiLinearForCausalLM"], model_type="kimi_linear", vocab_size=512, hidden_size=512,
     intermediate_size=1024, num_hidden_layers=LAYERS, num_attention_heads=8, num_key_value_heads=8, head_dim=128,
