@@ -13,8 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import tiny_models  # noqa: E402  (Glm4 + EAGLE3 random checkpoints and the word-level tokenizer)
+HERE = Path(__file__).resolve().parent
 
 LAYERS = 8
 GLM_TEXT = dict(
@@ -134,11 +133,19 @@ def engine_kwargs(scenario: Scenario, root: Path) -> dict:
     return dict(ENGINE, model=str(root / scenario.target), **scenario.engine, speculative_config=speculative)
 
 
+def _tiny_models():
+    """The CPU tests' checkpoint builders (Glm4 + EAGLE3, the word-level tokenizer); imported late: torch."""
+    sys.path.insert(0, str(HERE))
+    import tiny_models
+
+    return tiny_models
+
+
 def _folder(root: Path, name: str, config: dict, tokenizer: bool = True) -> None:
     (root / name).mkdir(parents=True, exist_ok=True)
     (root / name / "config.json").write_text(json.dumps(config, indent=1))
     if tokenizer:
-        tiny_models.tokenizer(root / name)
+        _tiny_models().tokenizer(root / name)
 
 
 def write(root: Path) -> Path:
@@ -159,6 +166,6 @@ def write(root: Path) -> Path:
     _folder(root, "qwen3_next_dflash", QWEN3_NEXT_DFLASH, tokenizer=False)
     _folder(root, "kimi_k3_text", KIMI_K3_TEXT)
     _folder(root, "k3_dspark", K3_DSPARK, tokenizer=False)
-    tiny_models.glm4(root / "glm4")
-    tiny_models.eagle3(root / "eagle3")
+    _tiny_models().glm4(root / "glm4")
+    _tiny_models().eagle3(root / "eagle3")
     return root
