@@ -101,3 +101,24 @@ def test_check_shares_base_runs_and_runs_the_packing_ab(monkeypatch, tmp_path):
                      ("glm5_text", False, "long", False), ("glm5_text", True, "long", False),
                      ("glm5_text", True, "long", True)]  # the A/B run with packing off
     assert "glm5-text-dflash2-packed" in gpu_check.table({"glm5-text-dflash2-packed": row})
+
+
+def test_engine_prompts_and_sharpening_are_the_same_in_every_run():
+    import torch
+    from gpu_engine import LONG, prompts, sharpen
+
+    assert prompts("long") == prompts("long") and [len(p) for p in prompts("long")] == LONG
+    assert all(5 <= t <= 250 for p in prompts("short") for t in p)  # inside the shipped tokenizer's vocabulary
+
+    def model():
+        net = torch.nn.Module()
+        net.model, net.lm_head = torch.nn.Module(), torch.nn.Linear(8, 16, bias=False)
+        net.model.norm = torch.nn.LayerNorm(8)
+        torch.nn.init.uniform_(net.lm_head.weight, -1e-3, 1e-3)
+        return net
+
+    first, second = model(), model()
+    weight = first.lm_head.weight
+    assert sharpen(first) == ["model.norm.weight", "lm_head.weight"] == sharpen(second)
+    assert first.lm_head.weight is weight  # in place: captured CUDA graphs read the same storage
+    assert torch.equal(first.lm_head.weight, second.lm_head.weight) and weight.std() > 0.5
