@@ -38,11 +38,15 @@ def engine(request: dict, log: Path, env: dict | None = None) -> dict:
         req, out = Path(scratch) / "request.json", Path(scratch) / "out.json"
         req.write_text(json.dumps(request))
         with log.open("w") as sink:
-            done = subprocess.run([sys.executable, str(HERE / "gpu_engine.py"), str(req), str(out)], stdout=sink,
-                                  stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, timeout=ENGINE_TIMEOUT)
+            try:
+                code = subprocess.run([sys.executable, str(HERE / "gpu_engine.py"), str(req), str(out)], stdout=sink,
+                                      stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                                      timeout=ENGINE_TIMEOUT).returncode
+            except subprocess.TimeoutExpired:  # the child is killed; a hung engine is this scenario's failure
+                code = f"timeout after {ENGINE_TIMEOUT} s"
         text = log.read_text(errors="replace")
-        result = json.loads(out.read_text()) if done.returncode == 0 and out.exists() else {
-            "error": f"engine exited {done.returncode}: " + " | ".join(text.strip().splitlines()[-3:])}
+        result = json.loads(out.read_text()) if code == 0 and out.exists() else {
+            "error": f"engine exited {code}: " + " | ".join(text.strip().splitlines()[-3:])}
     result["backends"] = sorted(set(BACKEND_LINE.findall(text)))
     return result
 
