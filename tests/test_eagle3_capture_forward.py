@@ -71,6 +71,17 @@ CASES = [
     Case(f"{M}.bailing_moe.BailingMoeV2ForCausalLM", (("model", f"{M}.bailing_moe.BailingMoeModel"),), hidden_at=0),
     Case(f"{M}.falcon_h1.FalconH1ForCausalLM", (("model", f"{M}.falcon_h1.FalconH1Model"),), layer="single",
          residual_at=None, norm="final_layernorm"),
+    _lm(f"{M}.exaone_moe.ExaoneMoeForCausalLM", f"{M}.exaone_moe.ExaoneMoeModel"),
+    _lm(f"{M}.hy_v3.HYV3ForCausalLM", f"{M}.hy_v3.HYV3Model"),
+    Case(f"{M}.step3p5.Step3p5ForCausalLM", (("model", f"{M}.step3p5.Step3p5Model"),), layer="single",
+         residual_at=None),
+    Case(f"{M}.param2moe.Param2MoEForCausalLM", (("model", f"{M}.param2moe.Param2MoEModel"),), hidden_at=0),
+    Case(f"{M}.orion.OrionForCausalLM", (("model", f"{M}.orion.OrionModel"),), layer="single", residual_at=None),
+    Case(f"{M}.hyperclovax.HyperCLOVAXForCausalLM", (("model", f"{M}.hyperclovax.HyperCLOVAXModel"),),
+         layer="whole"),
+    _lm(f"{M}.rnj1.Rnj1ForCausalLM", f"{M}.rnj1.Rnj1Model"),
+    Case(f"{M}.lfm2.Lfm2ForCausalLM", (("model", f"{M}.lfm2.Lfm2Model"),), norm="embedding_norm"),
+    Case(f"{M}.lfm2_moe.Lfm2MoeForCausalLM", (("model", f"{M}.lfm2_moe.Lfm2MoeModel"),), norm="embedding_norm"),
 ]
 
 
@@ -113,6 +124,7 @@ class Norm(torch.nn.Module):
 WIRING = {
     "Ernie4_5_VLMoeForConditionalGeneration": {"visual_token_mask": None},  # no image in a text-only step
     "FalconH1Model": {"embedding_multiplier": 1.0},
+    "HyperCLOVAXModel": {"config": SimpleNamespace(embedding_multiplier=1.0)},
 }
 
 
@@ -135,7 +147,8 @@ def _build(case: Case, layers: list[torch.nn.Module] | None = None):
     decoder.layers = torch.nn.ModuleList(layers or [ContractLayer(case) for _ in range(LAYERS)])
     decoder.start_layer, decoder.end_layer = 0, LAYERS
     setattr(decoder, case.norm if case.norm != "ignoring" else "norm", Norm(fused=case.norm != "ignoring"))
-    decoder.config = SimpleNamespace()  # no model-specific switch set: the plain text path
+    if "config" not in WIRING.get(type(decoder).__name__, {}):
+        decoder.config = SimpleNamespace()  # no model-specific switch set: the plain text path
     return outer, decoder
 
 

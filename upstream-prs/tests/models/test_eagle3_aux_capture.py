@@ -113,6 +113,51 @@ CASES = {
         "falcon_h1.FalconH1Model",
         "single",
     ),
+    "ExaoneMoeForCausalLM": (
+        "exaone_moe.ExaoneMoeForCausalLM",
+        "exaone_moe.ExaoneMoeModel",
+        "split",
+    ),
+    "HYV3ForCausalLM": (
+        "hy_v3.HYV3ForCausalLM",
+        "hy_v3.HYV3Model",
+        "split",
+    ),
+    "Step3p5ForCausalLM": (
+        "step3p5.Step3p5ForCausalLM",
+        "step3p5.Step3p5Model",
+        "single",
+    ),
+    "Param2MoEForCausalLM": (
+        "param2moe.Param2MoEForCausalLM",
+        "param2moe.Param2MoEModel",
+        "split",
+    ),
+    "OrionForCausalLM": (
+        "orion.OrionForCausalLM",
+        "orion.OrionModel",
+        "single",
+    ),
+    "HyperCLOVAXForCausalLM": (
+        "hyperclovax.HyperCLOVAXForCausalLM",
+        "hyperclovax.HyperCLOVAXModel",
+        "whole",
+    ),
+    "Rnj1ForCausalLM": (
+        "rnj1.Rnj1ForCausalLM",
+        "rnj1.Rnj1Model",
+        "split",
+    ),
+    "Lfm2ForCausalLM": (
+        "lfm2.Lfm2ForCausalLM",
+        "lfm2.Lfm2Model",
+        "split",
+    ),
+    "Lfm2MoeForCausalLM": (
+        "lfm2_moe.Lfm2MoeForCausalLM",
+        "lfm2_moe.Lfm2MoeModel",
+        "split",
+    ),
 }
 
 
@@ -158,8 +203,9 @@ def _decoder(path: str, kind: str) -> nn.Module:
     decoder.do_not_compile = True
     decoder.layers = nn.ModuleList(_StreamLayer(kind) for _ in range(NUM_LAYERS))
     decoder.start_layer, decoder.end_layer = 0, NUM_LAYERS
-    decoder.norm = decoder.final_layernorm = _Norm(kind)
+    decoder.norm = decoder.final_layernorm = decoder.embedding_norm = _Norm(kind)
     decoder.embedding_multiplier = 1.0
+    decoder.config = SimpleNamespace(embedding_multiplier=1.0)
     return decoder
 
 
