@@ -1,6 +1,7 @@
 """Tiny random checkpoints for the CPU end-to-end tests, built locally (no hub): targets and drafters.
 
-Usage: python tiny_models.py OUT_DIR   ->  OUT_DIR/{glm4,qwen2audio,eagle3,dflash,dflash_beyond_depth}
+Usage: python tiny_models.py OUT_DIR [NAME ...]  ->  OUT_DIR/{glm4,qwen2audio,eagle3,dflash,dflash_beyond_depth}
+(or only the NAMEs given, among those and the capture targets gemma3, mixtral, qwen2_moe, glm4_moe)
 Shapes: head_dim 32 (the CPU attention backend's minimum) and 8 target layers (EAGLE3's default aux
 layers (2, L//2, L-3) must be three distinct layers; L = 6 collapses two of them).
 """
@@ -77,6 +78,52 @@ def qwen2audio(out: Path) -> None:
                         tokenizer=words).save_pretrained(str(out))
 
 
+def _save(model_class, config, out: Path, architecture: str) -> None:
+    config.architectures = [architecture]
+    model_class(config).eval().save_pretrained(str(out))
+    tokenizer(out)
+
+
+def gemma3(out: Path) -> None:
+    """Gemma3ForCausalLM (text): post-norm branches, sliding-window layers; the fork adds its aux capture."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    config = Gemma3TextConfig(**TEXT, num_hidden_layers=LAYERS, head_dim=HEAD_DIM, query_pre_attn_scalar=HEAD_DIM,
+                              sliding_window=16, hidden_activation="gelu_pytorch_tanh")
+    _save(Gemma3ForCausalLM, config, out, "Gemma3ForCausalLM")
+
+
+def mixtral(out: Path) -> None:
+    """MixtralForCausalLM: sparse MoE; the fork adds its aux capture."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    config = MixtralConfig(**TEXT, num_hidden_layers=LAYERS, head_dim=HEAD_DIM, num_local_experts=4,
+                           num_experts_per_tok=2)
+    _save(MixtralForCausalLM, config, out, "MixtralForCausalLM")
+
+
+def qwen2_moe(out: Path) -> None:
+    """Qwen2MoeForCausalLM: routed + shared experts; the fork adds its aux capture."""
+    from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+
+    config = Qwen2MoeConfig(**TEXT, num_hidden_layers=LAYERS, num_experts=4, num_experts_per_tok=2,
+                            moe_intermediate_size=FFN // 2, shared_expert_intermediate_size=FFN // 2,
+                            decoder_sparse_step=1)
+    _save(Qwen2MoeForCausalLM, config, out, "Qwen2MoeForCausalLM")
+
+
+def glm4_moe(out: Path) -> None:
+    """Glm4MoeForCausalLM (the GLM-4.5/4.6/4.7 family): one dense layer, then MoE; the fork adds its aux capture."""
+    from transformers import Glm4MoeConfig, Glm4MoeForCausalLM
+
+    config = Glm4MoeConfig(**TEXT, num_hidden_layers=LAYERS, head_dim=HEAD_DIM, n_routed_experts=4,
+                           num_experts_per_tok=2, moe_intermediate_size=FFN // 2, n_shared_experts=1,
+                           first_k_dense_replace=1, n_group=1, topk_group=1, norm_topk_prob=True,
+                           rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                            "partial_rotary_factor": 0.5})
+    _save(Glm4MoeForCausalLM, config, out, "Glm4MoeForCausalLM")
+
+
 def _drafter(out: Path, config: dict, shapes: dict[str, tuple[int, ...]], seed: int) -> None:
     """Write config.json and safetensors: norms are ones, everything else small random."""
     generator = torch.Generator().manual_seed(seed)
@@ -136,7 +183,10 @@ if __name__ == "__main__":
     root = Path(sys.argv[1])
     builders = {"glm4": glm4, "qwen2audio": qwen2audio, "eagle3": eagle3, "dflash": dflash,
                 "dflash_beyond_depth": dflash_beyond_depth}
-    for name, build in builders.items():
+    capture = {"gemma3": gemma3, "mixtral": mixtral, "qwen2_moe": qwen2_moe, "glm4_moe": glm4_moe}
+    wanted = sys.argv[2:] or list(builders)
+    for name in wanted:
+        build = (builders | capture)[name]
         torch.manual_seed(0)
         (root / name).mkdir(parents=True, exist_ok=True)
         build(root / name)
