@@ -7,7 +7,7 @@ import json
 import pytest
 
 from vllm._fork.spec_check import checks, tables
-from vllm._fork.spec_check.findings import FAIL, INFO, PASS, WARN, BadInput
+from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, BadInput
 from vllm._fork.spec_check.gpus import GPUS
 from vllm._fork.spec_check.inputs import config_folder, speculative_dict
 
@@ -20,9 +20,9 @@ H100, MI300X = GPUS["h100"], GPUS["mi300x"]
     ("MiMoForCausalLM", H100, [], FAIL, "refused by fork"),
     # The language model comes from the checkpoint: decided by the text config's architecture.
     ("LlavaForConditionalGeneration", H100, ["LlamaForCausalLM"], PASS, "its language model LlamaForCausalLM"),
-    ("LlavaForConditionalGeneration", H100, ["NoSuchForCausalLM"], WARN, "cannot tell from configs"),
+    ("LlavaForConditionalGeneration", H100, ["NoSuchForCausalLM"], UNKNOWN, "cannot tell from configs"),
     ("KimiVLForConditionalGeneration", H100, [], FAIL, "does not declare SupportsEagle3"),
-    ("NoSuchForCausalLM", H100, [], WARN, "not in this build's audit table"),
+    ("NoSuchForCausalLM", H100, [], UNKNOWN, "not in this build's audit table"),
 ])
 def test_aux_contract_verdicts(arch, gpu, text_archs, status, phrase):
     finding = checks.aux_contract(arch, gpu, text_archs)
