@@ -12,6 +12,7 @@ from vllm._fork.spec_check.gpus import Gpu
 from vllm._fork.vocabulary import AuditStatus
 
 STARTS = (AuditStatus.WORKS, AuditStatus.FIXED)
+DETECTED = "(from the draft)"  # no method given: vLLM picks it from the draft
 MAX_REASON = 400  # a reason is one line; registry dumps and long lists are cut here
 # Draft architectures by the method that runs them (the names published drafts use).
 METHOD_BY_DRAFT = (("DFlash2", "dflash2"), ("DFlash", "dflash"), ("DSpark", "dspark"), ("Eagle3", "eagle3"),
@@ -83,6 +84,9 @@ def requested_method(spec: dict, target: dict, draft: dict | None) -> Finding | 
 def architecture(config: dict, version: str, registered: set[str], what: str) -> Finding:
     """The config's architectures are in this vLLM's registry; otherwise say which release has them."""
     names = config.get("architectures") or []
+    if config.get("speculators_model_type"):  # vLLM reads these through its own SpeculatorsConfig
+        return Finding(what, PASS, f"a speculators checkpoint ({config['speculators_model_type']}), "
+                       "read by vLLM's SpeculatorsConfig")
     if not names:
         return Finding(what, FAIL, "config.json names no architectures",
                        "add the model class to config.json's 'architectures', as the model card gives it")
@@ -140,7 +144,8 @@ def speculator_name(spec: Any) -> str:
 def speculator(spec: Any, requested: str) -> Finding:
     draft = spec.draft_model_config
     arch = ", ".join(getattr(draft, "architectures", None) or []) or "no draft model"
-    alias = f"method '{requested}' runs as '{spec.method}'; " if requested != spec.method else ""
+    alias = (f"method {spec.method} (detected from the draft); " if requested == DETECTED
+             else f"method '{requested}' runs as '{spec.method}'; " if requested != spec.method else "")
     return Finding("speculator", PASS, f"{alias}draft {arch}, speculator {speculator_name(spec)}, "
                    f"{spec.num_speculative_tokens} speculative tokens")
 

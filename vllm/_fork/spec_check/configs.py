@@ -20,9 +20,18 @@ FIXES = {
     SPECULATIVE: "fix --speculative-config or the draft checkpoint as the reason says",
     ENGINE: "change the serve flag the reason names",
 }
-# What vLLM raises for a configuration it refuses (pydantic's ValidationError is a ValueError; transformers
-# raises OSError for a config it cannot read). Anything else is spec-check's own fault, not a verdict.
-CONFIG_ERRORS = (ValueError, NotImplementedError, OSError)
+
+
+def _config_errors() -> tuple[type[BaseException], ...]:
+    """What vLLM and transformers raise for a configuration they refuse: pydantic's ValidationError is a
+    ValueError, transformers raises OSError for a config it cannot read and huggingface_hub's strict-dataclass
+    error for fields that contradict each other. Anything else is spec-check's own fault, not a verdict."""
+    errors: tuple[type[BaseException], ...] = (ValueError, NotImplementedError, OSError)
+    try:
+        from huggingface_hub.errors import StrictDataclassError
+    except ImportError:  # an older hub library without strict dataclasses
+        return errors
+    return (*errors, StrictDataclassError)
 
 
 StepFailed = Refused  # raised by build() with the step that vLLM refused
@@ -93,5 +102,5 @@ def build(engine_args):
     try:
         with _as_on_the_gpu_host():
             return engine_args.create_engine_config()
-    except CONFIG_ERRORS as exc:
+    except _config_errors() as exc:
         raise StepFailed(progress.step, exc) from exc

@@ -9,7 +9,7 @@ from contextlib import ExitStack
 from vllm._fork.spec_check import checks, configs, parallel, weights
 from vllm._fork.spec_check.findings import FAIL, INFO, PASS, Finding, Refused, as_json, as_text, exit_code, own_faults
 from vllm._fork.spec_check.gpus import GPUS
-from vllm._fork.spec_check.inputs import config_folder, speculative_dict
+from vllm._fork.spec_check.inputs import ALIASES, config_folder, speculative_dict
 
 
 def _text_architectures(model_config) -> list[str]:
@@ -137,7 +137,7 @@ def _findings(args: argparse.Namespace) -> list[Finding | None]:
         if before is None:
             return findings
         target_dir, target, draft, spec = before
-        requested = spec.get("method") or "(from the draft)"
+        requested = spec.get("method") or checks.DETECTED
         try:
             with own_faults(configs.ENGINE):
                 vllm_config = configs.build(configs.engine_args_for(args, target_dir, spec))
@@ -154,5 +154,7 @@ def report(args: argparse.Namespace) -> tuple[int, str]:
     """(exit code, text or JSON report)."""
     with own_faults("spec-check"):
         findings = run_checks(args)
-        subject = f"{args.model} with {json.dumps(args.speculative_config)}"
+        given = {**(args.speculative_config or {}), **{key: getattr(args, attribute) for _, attribute, key in ALIASES
+                                                       if getattr(args, attribute, None) is not None}}
+        subject = f"{args.model} with {json.dumps(given)}"
         return exit_code(findings), as_json(findings, subject) if args.json else as_text(findings, subject)

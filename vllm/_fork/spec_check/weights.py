@@ -104,6 +104,10 @@ def fit(gpu: Gpu, memory_fraction: float, kv_memory: int | None, weights: float,
     return PASS, f"{text}; {left / GIB:.1f} GiB to spare"
 
 
+def billions(count: int) -> str:
+    return f"{count / 1e9:.1f}B" if count >= 1e9 else f"{count / 1e6:.1f}M"
+
+
 def finding(target: dict, draft: dict | None, vllm_config, gpu: Gpu) -> Finding:
     """The weights-fit check for one deployment (the configs already passed vLLM's own construction)."""
     model, parallel, cache = vllm_config.model_config, vllm_config.parallel_config, vllm_config.cache_config
@@ -124,13 +128,13 @@ def finding(target: dict, draft: dict | None, vllm_config, gpu: Gpu) -> Finding:
             draft_params = P.eagle_draft_params(draft, P._text(target)["hidden_size"])
             draft_quant = quantization(draft, spec.draft_model_config.dtype.itemsize)
             weights += bytes_per_rank(draft_params, draft_quant, tp, 1, tp)
-            draft_note = f" + draft {draft_params.total / 1e9:.2f}B"
+            draft_note = f" + draft {billions(draft_params.total)}"
         kv_bytes = dtype_bytes if cache.cache_dtype in ("auto", None) else 1 if "fp8" in str(cache.cache_dtype) else 2
         kv = kv_bytes_per_token(target, tp, kv_bytes, model.max_model_len) * model.max_model_len
     except (KeyError, TypeError, ZeroDivisionError) as exc:  # a field the count needs is missing or malformed
         raise CannotTell(f"cannot size the weights from config.json ({type(exc).__name__}: {exc})") from None
     status, reason = fit(gpu, cache.gpu_memory_utilization, cache.kv_cache_memory_bytes, weights, kv)
-    size = f"{counted.total / 1e9:.1f}B params{draft_note}, {quant.name}, TP={tp} PP={pp}" + (
+    size = f"{billions(counted.total)} params{draft_note}, {quant.name}, TP={tp} PP={pp}" + (
         f" EP={ep_size}" if parallel.enable_expert_parallel else "")
     fix = "" if status == PASS else ("use more GPUs (--tensor-parallel-size, --pipeline-parallel-size), a GPU with "
                                      "more memory, a quantized checkpoint, or a shorter --max-model-len")
