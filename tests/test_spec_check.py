@@ -18,6 +18,7 @@ import pytest
 SCRIPTS = Path(__file__).parent / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
+import spec_check_batch  # noqa: E402
 import spec_check_scenarios  # noqa: E402
 
 NAMES = list(spec_check_scenarios.scenarios(Path("unused")))
@@ -35,31 +36,12 @@ def scenarios(tmp_path_factory) -> dict:
     return spec_check_scenarios.write(tmp_path_factory.mktemp("spec-check"))
 
 
-def batch(cases: dict[str, list[str]], tmp: Path) -> dict[str, tuple[int, str, str]]:
-    """Run `cases` ({name: argv}) through spec-check's main(), one process per --gpu (imports paid once each)."""
-    from vllm._fork.spec_check.platform import requested_gpu
-
-    groups: dict[str, dict] = {}
-    for name, argv in cases.items():
-        groups.setdefault(requested_gpu(argv).name, {})[name] = list(argv) + ["--json"]
-
-    def one(item):
-        index, group = item
-        source, target = tmp / f"cases{index}.json", tmp / f"results{index}.json"
-        source.write_text(json.dumps(group))
-        done = subprocess.run([sys.executable, str(SCRIPTS / "spec_check_batch.py"), str(source), str(target)],
-                              capture_output=True, text=True, timeout=1800)
-        assert done.returncode == 0, done.stderr[-3000:]
-        return {name: (code, out, done.stderr) for name, (code, out, _) in json.loads(target.read_text()).items()}
-
-    with ThreadPoolExecutor(max_workers=2) as pool:  # one import-heavy process per core
-        return {k: v for part in pool.map(one, enumerate(groups.values())) for k, v in part.items()}
-
-
 @pytest.fixture(scope="module")
 def results(scenarios, tmp_path_factory) -> dict:
     """Every scenario's run."""
-    return batch({name: s.argv for name, s in scenarios.items()}, tmp_path_factory.mktemp("batch"))
+    runs = spec_check_batch.in_processes({name: s.argv for name, s in scenarios.items()},
+                                         tmp_path_factory.mktemp("batch"))
+    return {name: (code, out, err) for name, (code, out, err, _) in runs.items()}
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -28,6 +28,33 @@ def run_all(cases: dict[str, list[str]]) -> dict[str, list]:
     return results
 
 
+def in_processes(cases: dict[str, list[str]], tmp: Path) -> dict[str, tuple[int, str, str, float]]:
+    """Run `cases` ({name: argv}) with --json, one process per --gpu, two at a time (one per core):
+    {name: (exit code, stdout, that process's stderr, seconds)}."""
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    from vllm._fork.spec_check.platform import requested_gpu
+
+    groups: dict[str, dict] = {}
+    for name, argv in cases.items():
+        groups.setdefault(requested_gpu(argv).name, {})[name] = list(argv) + ["--json"]
+
+    def one(item):
+        index, group = item
+        source, target = Path(tmp) / f"cases{index}.json", Path(tmp) / f"results{index}.json"
+        source.write_text(json.dumps(group))
+        done = subprocess.run([sys.executable, __file__, str(source), str(target)], capture_output=True, text=True,
+                              timeout=1800)
+        if done.returncode != 0:
+            raise RuntimeError(f"batch process failed: {done.stderr[-3000:]}")
+        return {name: (code, out, done.stderr, seconds)
+                for name, (code, out, seconds) in json.loads(target.read_text()).items()}
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return {k: v for part in pool.map(one, enumerate(groups.values())) for k, v in part.items()}
+
+
 if __name__ == "__main__":
     cases = json.loads(Path(sys.argv[1]).read_text())
     Path(sys.argv[2]).write_text(json.dumps(run_all(cases), indent=1))

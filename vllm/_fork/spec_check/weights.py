@@ -108,10 +108,22 @@ def billions(count: int) -> str:
     return f"{count / 1e9:.1f}B" if count >= 1e9 else f"{count / 1e6:.1f}M"
 
 
+def _with_defaults(raw: dict, resolved) -> dict:
+    """The checkpoint's own config.json over the config transformers resolved (which fills its defaults in)."""
+    try:
+        base = resolved.to_dict()
+    except (AttributeError, TypeError, ValueError):  # a config object without a plain dict form
+        base = {}
+    return {**base, **raw}
+
+
 def finding(target: dict, draft: dict | None, vllm_config, gpu: Gpu) -> Finding:
     """The weights-fit check for one deployment (the configs already passed vLLM's own construction)."""
     model, parallel, cache = vllm_config.model_config, vllm_config.parallel_config, vllm_config.cache_config
     spec = vllm_config.speculative_config
+    target = _with_defaults(target, model.hf_config)
+    if draft is not None and spec is not None and spec.draft_model_config is not None:
+        draft = _with_defaults(draft, spec.draft_model_config.hf_text_config)
     tp, pp = parallel.tensor_parallel_size, parallel.pipeline_parallel_size
     ep_size = tp * parallel.data_parallel_size if parallel.enable_expert_parallel else tp
     dtype_bytes = model.dtype.itemsize
