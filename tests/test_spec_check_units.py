@@ -160,3 +160,11 @@ def test_kv_plan_flags_the_drafts_attention_layers_as_the_speculator_does(monkey
     assert {name: layer.is_draft_layer for name, layer in layers.items()} == {
         "target.layers.0.attn": False, "target.layers.1.attn": False,
         "draft.layers.0.attn": True, "draft.layers.1.attn": True}
+
+
+def test_cache_hint_names_the_hub_cli_that_ships_today(tmp_path, monkeypatch):
+    """Issue 11 item 8: huggingface_hub 1.x ships `hf`, not `huggingface-cli`."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(BadInput) as caught, config_folder("org/not-cached", "MODEL"):
+        pass
+    assert "`hf download org/not-cached config.json`" in str(caught.value)

@@ -68,7 +68,7 @@ def config_folder(argument: str, what: str):
         yield str(cached), _read_json(cached / "config.json", what)
         return
     raise BadInput(f"{what}: {argument} is not a folder, a config file or a hub id in the local HF cache "
-                   "(spec-check never downloads; run `hf download ID config.json` first)")
+                   f"(spec-check never downloads; run `hf download {argument} config.json` first)")
 
 
 # serve's top-level aliases, merged into --speculative-config as EngineArgs.create_speculative_config does.
