@@ -34,7 +34,6 @@ def _config_errors() -> tuple[type[BaseException], ...]:
     return (*errors, StrictDataclassError)
 
 
-StepFailed = Refused  # raised by build() with the step that vLLM refused
 
 
 @dataclass
@@ -96,11 +95,11 @@ def _as_on_the_gpu_host():
 
 
 def build(engine_args):
-    """The VllmConfig of one `vllm serve`; raises StepFailed naming the step vLLM refused."""
+    """The VllmConfig of one `vllm serve`; raises Refused naming the step vLLM refused."""
     progress = _Progress()
     _wrap(engine_args, progress)
     try:
         with _as_on_the_gpu_host():
             return engine_args.create_engine_config()
     except _config_errors() as exc:
-        raise StepFailed(progress.step, exc) from exc
+        raise Refused(progress.step, exc) from exc

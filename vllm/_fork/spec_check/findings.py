@@ -6,7 +6,7 @@ import json
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
-from vllm._fork.vocabulary import CheckStatus, Exit, Verdict
+from vllm._fork.vocabulary import CheckStatus, Verdict
 
 PASS, FAIL, WARN, INFO, UNKNOWN = (CheckStatus.PASS, CheckStatus.FAIL, CheckStatus.WARN, CheckStatus.INFO,
                                    CheckStatus.UNKNOWN)
@@ -94,5 +94,3 @@ def error_json(answer: Verdict, message: str, check: str | None = None) -> str:
 def bad_input_json(message: str) -> str:
     return error_json(Verdict.BAD_INPUT, message)
 
-
-EXIT_WILL_START, EXIT_WILL_FAIL, EXIT_BAD_INPUT, EXIT_INTERNAL = Exit.OK, Exit.FINDINGS, Exit.BAD_INPUT, Exit.INTERNAL

@@ -27,7 +27,7 @@ def _speculators_model(args, target: dict, stack: ExitStack) -> tuple[str, dict,
     spec["method"], spec["model"] = method, args.model  # the format fixes both, as in serve
     verifier = ((target.get("speculators_config") or {}).get("verifier") or {}).get("name_or_path")
     if not verifier:
-        raise configs.StepFailed(configs.SPECULATIVE, ValueError("the speculators checkpoint names no verifier"))
+        raise Refused(configs.SPECULATIVE, ValueError("the speculators checkpoint names no verifier"))
     target_dir, verifier_config = stack.enter_context(
         config_folder(verifier, "MODEL's verifier (speculators_config.verifier.name_or_path)"))
     return target_dir, verifier_config, spec
