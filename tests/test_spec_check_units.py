@@ -7,7 +7,7 @@ import json
 import pytest
 
 from vllm._fork.spec_check import checks, tables
-from vllm._fork.spec_check.findings import FAIL, INFO, PASS, WARN, BadInput
+from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, BadInput
 from vllm._fork.spec_check.gpus import GPUS
 from vllm._fork.spec_check.inputs import config_folder, speculative_dict
 
@@ -20,9 +20,9 @@ H100, MI300X = GPUS["h100"], GPUS["mi300x"]
     ("MiMoForCausalLM", H100, [], FAIL, "refused by fork"),
     # The language model comes from the checkpoint: decided by the text config's architecture.
     ("LlavaForConditionalGeneration", H100, ["LlamaForCausalLM"], PASS, "its language model LlamaForCausalLM"),
-    ("LlavaForConditionalGeneration", H100, ["NoSuchForCausalLM"], WARN, "cannot tell from configs"),
+    ("LlavaForConditionalGeneration", H100, ["NoSuchForCausalLM"], UNKNOWN, "cannot tell from configs"),
     ("KimiVLForConditionalGeneration", H100, [], FAIL, "does not declare SupportsEagle3"),
-    ("NoSuchForCausalLM", H100, [], WARN, "not in this build's audit table"),
+    ("NoSuchForCausalLM", H100, [], UNKNOWN, "not in this build's audit table"),
 ])
 def test_aux_contract_verdicts(arch, gpu, text_archs, status, phrase):
     finding = checks.aux_contract(arch, gpu, text_archs)
@@ -128,3 +128,43 @@ def test_kv_plan_line_names_packed_draft_blocks(monkeypatch, draft_block_sizes, 
     args = types.SimpleNamespace(pipeline_parallel_size=1, kv_cache_memory_bytes=1 << 30, gpu_memory_utilization=0.9)
     finding = kv_plan.kv_plan_finding(None, args, stand_in=False)
     assert finding.status == PASS and f"232,960 KV tokens in 2 group(s) of 364 blocks {suffix};" in finding.reason
+
+
+def test_kv_plan_flags_the_drafts_attention_layers_as_the_speculator_does(monkeypatch):
+    """Issue 11 item 12: layers the draft adds get is_draft_layer (their specs then plan as draft groups);
+    the target's keep False. The model builder is replaced by one that registers named attention layers."""
+    import contextlib
+    import types
+
+    import torch
+
+    import vllm.config
+    import vllm.model_executor.model_loader.utils as loader_utils
+    from vllm._fork.spec_check import kv_plan
+
+    layers: dict = {}
+
+    def initialize_model(vllm_config, model_config=None):
+        prefix = "draft" if model_config is not None else "target"
+        for index in range(2):
+            layers[f"{prefix}.layers.{index}.attn"] = types.SimpleNamespace(is_draft_layer=False)
+        return torch.nn.Linear(2, 2)
+
+    monkeypatch.setattr(loader_utils, "initialize_model", initialize_model)
+    monkeypatch.setattr(vllm.config, "set_current_vllm_config", lambda config: contextlib.nullcontext())
+    monkeypatch.setattr(kv_plan, "_attention_layers", lambda config: dict(layers))
+    config = types.SimpleNamespace(model_config=types.SimpleNamespace(dtype=torch.bfloat16),
+                                   speculative_config=types.SimpleNamespace(
+                                       draft_model_config=types.SimpleNamespace(dtype=torch.bfloat16)))
+    kv_plan._build_on_meta(config)
+    assert {name: layer.is_draft_layer for name, layer in layers.items()} == {
+        "target.layers.0.attn": False, "target.layers.1.attn": False,
+        "draft.layers.0.attn": True, "draft.layers.1.attn": True}
+
+
+def test_cache_hint_names_the_hub_cli_that_ships_today(tmp_path, monkeypatch):
+    """Issue 11 item 8: huggingface_hub 1.x ships `hf`, not `huggingface-cli`."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(BadInput) as caught, config_folder("org/not-cached", "MODEL"):
+        pass
+    assert "`hf download org/not-cached config.json`" in str(caught.value)

@@ -65,6 +65,37 @@ K3_DSPARK = dict(
     torch_dtype="bfloat16")
 
 
+# A small Llama and EAGLE3 heads for it: both formats (EAGLE's own, and speculators' with its verifier).
+TINY_LLAMA = dict(
+    architectures=["LlamaForCausalLM"], model_type="llama", vocab_size=512, hidden_size=256, intermediate_size=512,
+    num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=8, head_dim=32, max_position_embeddings=4096,
+    rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=False, torch_dtype="bfloat16")
+EAGLE3_HEAD = dict(
+    architectures=["LlamaForCausalLMEagle3"], model_type="llama", vocab_size=512, draft_vocab_size=512,
+    hidden_size=256, intermediate_size=512, num_hidden_layers=1, num_attention_heads=8, num_key_value_heads=8,
+    head_dim=32, max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=False,
+    torch_dtype="bfloat16")
+# A small DeepSeek-V3 (MLA + MoE): its decoder does not relay aux states across PP stages.
+TINY_DEEPSEEK_V3 = dict(
+    architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3", vocab_size=512, hidden_size=256,
+    intermediate_size=512, moe_intermediate_size=128, num_hidden_layers=4, num_attention_heads=8,
+    num_key_value_heads=8, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=1,
+    moe_layer_freq=1, n_group=1, topk_group=1, kv_lora_rank=64, q_lora_rank=96, qk_nope_head_dim=32,
+    qk_rope_head_dim=16, v_head_dim=32, routed_scaling_factor=2.5, scoring_func="sigmoid", topk_method="noaux_tc",
+    norm_topk_prob=True, num_nextn_predict_layers=1, max_position_embeddings=4096, rms_norm_eps=1e-6,
+    rope_theta=10000, tie_word_embeddings=False, torch_dtype="bfloat16")
+
+
+def _speculators(verifier: str) -> dict:
+    """EAGLE3_HEAD in the speculators format, pointing at its verifier (as serve's override reads it)."""
+    layer = {k: v for k, v in EAGLE3_HEAD.items() if k != "architectures"}
+    return {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "draft_vocab_size": 512,
+            "norm_before_residual": True, "transformer_layer_config": layer, "torch_dtype": "bfloat16",
+            "speculators_config": {"algorithm": "eagle3", "default_proposal_method": "greedy",
+                                   "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3}],
+                                   "verifier": {"name_or_path": verifier, "architectures": ["LlamaForCausalLM"]}}}
+
+
 def _folder(root: Path, name: str, config: dict | str) -> str:
     (root / name).mkdir(parents=True, exist_ok=True)
     text = config if isinstance(config, str) else json.dumps(config)
@@ -88,7 +119,16 @@ def write(root: Path) -> dict[str, Scenario]:
     model_configs.write(root)
     text_only = dict(model_configs.target_config()["text_config"], model_type="glm5_next_text",
                      architectures=["Glm5NextForCausalLM"], dtype="bfloat16")
-    _folder(root, "glm53flash_text_only", text_only)
+    _folder(root, "glm53flash_text_only_bf16", text_only)  # 313B parameters in bf16: 78 GB per H100 at TP8
+    quantized = dict(text_only, quantization_config=model_configs.target_config()["quantization_config"])
+    _folder(root, "glm53flash_text_only", quantized)  # the published format: fp8 blocks
+    _folder(root, "tiny_llama", TINY_LLAMA)
+    _folder(root, "EAGLE3-tiny-llama", EAGLE3_HEAD)
+    _folder(root, "eagle3_head_4_heads", dict(EAGLE3_HEAD, num_attention_heads=4, num_key_value_heads=4, head_dim=64))
+    _folder(root, "eagle3_nested_ids", dict(EAGLE3_HEAD, eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 4]}))
+    _folder(root, "speculators_eagle3", _speculators(str(root / "tiny_llama")))
+    _folder(root, "tiny_deepseek_v3", TINY_DEEPSEEK_V3)
+    _folder(root, "tiny_deepseek_v3_no_mtp", dict(TINY_DEEPSEEK_V3, num_nextn_predict_layers=0))
     _folder(root, "tiny_glm5", dict(TINY_GLM_TEXT, model_type="glm5_next", architectures=["Glm5NextForCausalLM"]))
     _folder(root, "dflash1_draft", _dflash_draft("DFlashDraftModel", [0, 2]))
     _folder(root, "dflash2_too_deep", _dflash_draft("DFlash2DraftModel", [0, 2, 9]))
@@ -112,6 +152,8 @@ def scenarios(root: Path) -> dict[str, Scenario]:
             "glm53flash_text_only", "tiny_glm5", "dflash1_draft", "dflash2_too_deep", "dflash2_wrong_hidden",
             "mimo", "unknown_arch", "broken_json", "qwen3_next", "qwen3_next_dflash", "kimi_k3_text", "k3_dspark"))
     tp8 = ["--tensor-parallel-size", "8", "--enable-expert-parallel"]
+    llama, eagle3, deepseek, deepseek_no_mtp = (str(root / name) for name in (
+        "tiny_llama", "EAGLE3-tiny-llama", "tiny_deepseek_v3", "tiny_deepseek_v3_no_mtp"))
     return {
         "glm5_dflash2_tp8": Scenario(
             [glm, *_spec("dflash", dflash2, 7), *tp8], 0,
@@ -144,6 +186,43 @@ def scenarios(root: Path) -> dict[str, Scenario]:
                                         {"target parallelism": "fail"}, "divisible"),
         "unknown_architecture": Scenario([unknown, *_spec("mtp", None, 1)], 1, {"target architecture": "fail"},
                                          "Glm6ForCausalLM is not a registered architecture"),
+        # issue 11, item 1: memory on a GPU-less host
+        "weights_do_not_fit": Scenario([str(root / "glm53flash_text_only_bf16"), *_spec("mtp", None, 1), *tp8], 1,
+                                       {"weights fit": "fail"}, "the weights alone do not fit"),
+        # item 2: DeepSeek-V3's decoder (resolved through the outer class: the audit lists no holder) has no relay
+        "deepseek_v3_eagle3_pp2": Scenario([deepseek, *_spec("eagle3", eagle3), "--pipeline-parallel-size", "2"], 1,
+                                           {"pipeline parallel": "fail"}, "DeepseekV2Model"),
+        # item 3: an EAGLE3 draft runs on the target's TP group, whatever draft_tensor_parallel_size says
+        "draft_heads_vs_target_tp": Scenario(
+            [llama, "--speculative-config", json.dumps({"method": "eagle3", "model": str(root / "eagle3_head_4_heads"),
+                                                        "num_speculative_tokens": 3,
+                                                        "draft_tensor_parallel_size": 1}),
+             "--tensor-parallel-size", "8"], 1, {"draft tensor parallel": "fail"}, "the draft's 4 attention heads"),
+        # item 4: serve's top-level speculative flags
+        "serve_spec_flags": Scenario([llama, "--spec-method", "eagle3", "--spec-model", eagle3, "--spec-tokens", "3"],
+                                     0, {"speculator": "pass"}, "EagleSpeculator"),
+        "serve_spec_flag_twice": Scenario([llama, *_spec("eagle3", eagle3), "--spec-method", "eagle3"], 2, {},
+                                          "mutually exclusive"),
+        # item 5: a draft given as its config.json keeps its folder's name, which vLLM reads for the method
+        "draft_config_file_keeps_method": Scenario(
+            [llama, "--speculative-config", json.dumps({"model": eagle3 + "/config.json",
+                                                        "num_speculative_tokens": 3})],
+            0, {"speculator": "pass"}, "EagleSpeculator"),
+        # item 7: dflash2 with an EAGLE3 head: one line, and the method that fits the head
+        "dflash2_with_eagle3_head": Scenario([llama, *_spec("dflash2", eagle3)], 1, {"speculative config": "fail"},
+                                             "use method 'eagle3'"),
+        # item 8: mtp on a checkpoint without MTP layers; layer ids only under eagle_config
+        "mtp_without_mtp_layers": Scenario([deepseek_no_mtp, *_spec("mtp", None, 1)], 1,
+                                           {"speculative config": "fail"}, "num_nextn_predict_layers: 0"),
+        "eagle_config_layer_ids": Scenario([llama, *_spec("eagle3", str(root / "eagle3_nested_ids"))], 1,
+                                           {"aux layers": "fail"}, "under eagle_config"),
+        # item 9: a speculators checkpoint as MODEL runs its verifier with itself as the draft
+        "speculators_checkpoint_as_model": Scenario([str(root / "speculators_eagle3")], 0,
+                                                    {"speculators checkpoint": "info", "speculator": "pass"},
+                                                    "EagleSpeculator"),
+        # item 11: what only the full engine config refuses is found (one construction for every check)
+        "engine_config_refusal": Scenario([llama, *_spec("eagle3", eagle3), "--max-num-seqs", "0"], 1,
+                                          {"engine config": "fail"}, ""),
         "missing_folder": Scenario([str(root / "nowhere"), *_spec("mtp")], 2, {}, "is not a folder"),
         "malformed_config_json": Scenario([broken, *_spec("mtp")], 2, {}, "is not valid JSON"),
         "no_speculative_config": Scenario([glm], 2, {}, "--speculative-config: required"),

@@ -53,13 +53,20 @@ class CheckStatus(StrEnum):
     FAIL = "fail"
     WARN = "warn"
     INFO = "info"
-    UNKNOWN = "unknown"
+    UNKNOWN = "cannot tell"
 
 
 class Verdict(StrEnum):
-    """spec-check's overall answer, one per exit code."""
+    """spec-check's overall answer; CANNOT_TELL shares exit 1 with WILL_FAIL."""
 
     WILL_START = "will start"
     WILL_FAIL = "will fail"
+    CANNOT_TELL = "cannot tell"  # a check could not decide: exits like WILL_FAIL, never like WILL_START
     BAD_INPUT = "bad input"
     INTERNAL_ERROR = "spec-check failed"
+
+    @property
+    def exit_code(self) -> Exit:
+        """The process exit code that goes with this verdict."""
+        return {Verdict.WILL_START: Exit.OK, Verdict.WILL_FAIL: Exit.FINDINGS, Verdict.CANNOT_TELL: Exit.FINDINGS,
+                Verdict.BAD_INPUT: Exit.BAD_INPUT, Verdict.INTERNAL_ERROR: Exit.INTERNAL}[self]

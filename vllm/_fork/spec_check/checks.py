@@ -4,27 +4,91 @@ from __future__ import annotations
 
 from typing import Any
 
+import re
+
 from vllm._fork.spec_check import tables
-from vllm._fork.spec_check.findings import FAIL, INFO, PASS, WARN, Finding
+from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, WARN, Finding
 from vllm._fork.spec_check.gpus import Gpu
+from vllm._fork.vocabulary import AuditStatus
+
+# The build's contract classifies the fork as built, so a fixed architecture reads "works" there ("fixed by fork"
+# only appears when forktool audit compares upstream with the fork).
+STARTS = (AuditStatus.WORKS,)
+DETECTED = "(from the draft)"  # no method given: vLLM picks it from the draft
+MAX_REASON = 400  # a reason is one line; registry dumps and long lists are cut here
+# Draft architectures by the method that runs them (the names published drafts use).
+METHOD_BY_DRAFT = (("DFlash2", "dflash2"), ("DFlash", "dflash"), ("DSpark", "dspark"), ("Eagle3", "eagle3"),
+                   ("Eagle", "eagle"), ("MTP", "mtp"))
 
 
 def one_line(exc: BaseException) -> str:
-    """An exception as one line; pydantic wraps config errors, so take its first message."""
+    """An exception as one short line; pydantic wraps config errors, so take its first message."""
     errors = getattr(exc, "errors", None)
+    text = ""
     if callable(errors):
         try:
-            first = errors()[0]
-            return str(first.get("msg", exc)).removeprefix("Value error, ")
-        except Exception:  # not a pydantic error after all
-            pass
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+            text = str(errors()[0].get("msg", "")).removeprefix("Value error, ")
+        except (TypeError, IndexError, AttributeError, KeyError):  # not a pydantic error after all
+            text = ""
+    if not text:
+        lines = str(exc).strip().splitlines()
+        text = f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    text = re.sub(r"Supported architectures: \[.*", "(registry list omitted)", text)
+    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 1] + "…"
+
+
+def mtp_layers(config: dict) -> int | None:
+    """MTP layers a checkpoint ships (num_nextn_predict_layers / mtp_num_hidden_layers), None if it does not say."""
+    for section in (config, config.get("text_config") or {}):
+        for key in ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers"):
+            if isinstance(section.get(key), int):
+                return section[key]
+    return None
+
+
+def alternatives(layers: int | None) -> str:
+    """The other methods to suggest; mtp only for a checkpoint that has MTP layers."""
+    if layers:
+        return f", or method mtp (the checkpoint has {layers} MTP layer{'s' * (layers > 1)})"
+    return ", or method ngram (this checkpoint has no MTP layers)"
+
+
+def method_for_draft(architectures: list[str]) -> str | None:
+    """The method a published draft architecture runs under, from its name."""
+    for arch in architectures:
+        for part, method in METHOD_BY_DRAFT:
+            if part.lower() in arch.lower():
+                return method
+    return None
+
+
+def requested_method(spec: dict, target: dict, draft: dict | None) -> Finding | None:
+    """Method vs checkpoint mismatches vLLM reports badly: mtp without MTP layers, dflash/dflash2 with another head."""
+    method = spec.get("method")
+    if method == "mtp" and mtp_layers(target) == 0:
+        return Finding("speculative config", FAIL, "method mtp needs MTP layers, and the target's config says it "
+                       "has none (num_nextn_predict_layers: 0)",
+                       "use a drafter method (eagle3, dflash) with a draft trained for this target, or ngram")
+    if method not in ("dflash", "dflash2") or draft is None:
+        return None
+    archs = list(draft.get("architectures") or [])
+    fits = "speculators" if draft.get("speculators_model_type") else method_for_draft(archs)
+    wanted = {"dflash2": ("dflash2",), "dflash": ("dflash", "dflash2")}[method]
+    if fits is None or fits in wanted:
+        return None
+    use = draft.get("speculators_model_type") if fits == "speculators" else fits
+    return Finding("speculative config", FAIL, f"method '{method}' needs a "
+                   f"{'DFlash2' if method == 'dflash2' else 'DFlash'} draft, but the draft is "
+                   f"{', '.join(archs) or 'a speculators checkpoint'}",
+                   f"use method '{use}' for this draft" if use else "use the method the draft's model card gives")
 
 
 def architecture(config: dict, version: str, registered: set[str], what: str) -> Finding:
     """The config's architectures are in this vLLM's registry; otherwise say which release has them."""
     names = config.get("architectures") or []
+    if config.get("speculators_model_type"):  # vLLM reads these through its own SpeculatorsConfig
+        return Finding(what, PASS, f"a speculators checkpoint ({config['speculators_model_type']}), "
+                       "read by vLLM's SpeculatorsConfig")
     if not names:
         return Finding(what, FAIL, "config.json names no architectures",
                        "add the model class to config.json's 'architectures', as the model card gives it")
@@ -82,47 +146,60 @@ def speculator_name(spec: Any) -> str:
 def speculator(spec: Any, requested: str) -> Finding:
     draft = spec.draft_model_config
     arch = ", ".join(getattr(draft, "architectures", None) or []) or "no draft model"
-    alias = f"method '{requested}' runs as '{spec.method}'; " if requested != spec.method else ""
+    alias = (f"method {spec.method} (detected from the draft); " if requested == DETECTED
+             else f"method '{requested}' runs as '{spec.method}'; " if requested != spec.method else "")
     return Finding("speculator", PASS, f"{alias}draft {arch}, speculator {speculator_name(spec)}, "
                    f"{spec.num_speculative_tokens} speculative tokens")
 
 
-def aux_contract(arch: str, gpu: Gpu, text_archs: list[str]) -> Finding:
+def aux_contract(arch: str, gpu: Gpu, text_archs: list[str], alternative: str = "") -> Finding:
     """The target declares SupportsEagle3 and its decoder records aux states (this build's audit)."""
+    name = "EAGLE3 contract"
     rows = tables.rows_for(arch, gpu.vendor)
     if not rows:
-        return Finding("EAGLE3 contract", WARN, f"{arch} is not in this build's audit table",
-                       "nothing known either way; the runner checks at load time")
-    bad = [r for r in rows if r["status"] not in ("works", "fixed by fork")]
+        return Finding(name, UNKNOWN, f"{arch} is not in this build's audit table; nothing is known either way",
+                       "run the runner's check on a GPU host, or use a target this build knows")
+    bad = [r for r in rows if r["status"] not in STARTS]
     if not bad:
         holders = ", ".join(c.rsplit(".", 1)[-1] for c in rows[0]["holder_classes"]) or "its decoder"
-        return Finding("EAGLE3 contract", PASS, f"{rows[0]['cls']} declares SupportsEagle3; {holders} "
+        return Finding(name, PASS, f"{rows[0]['cls']} declares SupportsEagle3; {holders} "
                        f"records aux hidden states ({gpu.vendor} classes)")
     row = bad[0]
-    if row["status"] == "unresolvable statically":
+    if row["status"] == AuditStatus.UNRESOLVABLE:
         if row["declared"] is False:
-            return Finding("EAGLE3 contract", FAIL, f"{row['cls']} does not declare SupportsEagle3: the runner "
+            return Finding(name, FAIL, f"{row['cls']} does not declare SupportsEagle3: the runner "
                            "raises 'Model does not support EAGLE3 interface' after loading the weights",
-                           "use method mtp, ngram or draft_model, or a fork build that declares it")
-        inner = [a for a in text_archs if all(r["status"] in ("works", "fixed by fork")
-                                              for r in tables.rows_for(a, gpu.vendor) or [{"status": "?"}])]
+                           f"use draft_model{alternative}, or a fork build that declares it")
+        # The language model is picked from the checkpoint: decided by the text config's architecture.
+        inner = [a for a in text_archs
+                 if tables.rows_for(a, gpu.vendor)
+                 and all(r["status"] in STARTS for r in tables.rows_for(a, gpu.vendor))]
         if inner:
-            return Finding("EAGLE3 contract", PASS, f"{row['cls']} declares SupportsEagle3 and its language "
+            return Finding(name, PASS, f"{row['cls']} declares SupportsEagle3 and its language "
                            f"model {inner[0]} records aux hidden states")
-        return Finding("EAGLE3 contract", WARN, f"{row['cls']}: {row['reason']}; cannot tell from configs",
-                       "the runner checks at load time")
-    return Finding("EAGLE3 contract", FAIL, f"{row['cls']}: {row['status']} ({row['reason']})",
-                   "use method mtp, ngram or draft_model for this target")
+        return Finding(name, UNKNOWN, f"{row['cls']}: {row['reason']}; cannot tell from configs",
+                       "the runner decides after loading; check on a GPU host before a long deployment")
+    return Finding(name, FAIL, f"{row['cls']}: {row['status']} ({row['reason']})",
+                   f"use draft_model{alternative} for this target")
 
 
 def aux_layers(layer_ids: tuple[int, ...] | None, num_layers: int, target_hidden: int,
-               draft_hidden: int | None) -> list[Finding]:
+               draft_hidden: int | None, nested_ids: list[int] | None = None) -> list[Finding]:
     """Aux layer ids inside the target's depth (id L = the stream entering layer L; L == depth is the
     output of the last layer) and the draft's expected target hidden size equal to the target's."""
     found = []
-    if layer_ids is None:
+    default = (2, num_layers // 2, num_layers - 3)
+    if layer_ids is None and nested_ids:
+        # llama_eagle3 sizes its fc from eagle_config's list, but the capture points come from the target default.
+        status = WARN if len(nested_ids) == len(default) else FAIL
+        found.append(Finding("aux layers", status, f"the draft lists {list(nested_ids)} under eagle_config, which "
+                             f"vLLM does not read for capture: the target records its default (usually "
+                             f"{list(default)} of {num_layers})"
+                             + ("" if status == WARN else f"; the draft expects {len(nested_ids)} states"),
+                             "add eagle_aux_hidden_state_layer_ids at the top level of the draft's config.json"))
+    elif layer_ids is None:
         found.append(Finding("aux layers", INFO, f"none in the draft config; the target picks its default "
-                             f"(usually 2, {num_layers // 2}, {num_layers - 3} of {num_layers})"))
+                             f"(usually {list(default)} of {num_layers})"))
     else:
         outside = [i for i in layer_ids if not 0 <= i <= num_layers]
         if outside:

@@ -1,19 +1,25 @@
-"""The spec-check command line: serve's flags plus --gpu and --json; exit 0 will start, 1 will fail, 2 bad input."""
+"""The spec-check command line: serve's flags plus --gpu, --json and --debug.
+
+Exit 0 will start; 1 will fail or cannot tell; 2 bad input; 3 spec-check itself failed (one line naming the check).
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import logging
+import re
 import sys
+import traceback
 
-from vllm._fork.spec_check.findings import EXIT_BAD_INPUT, BadInput, bad_input_json
+from vllm._fork.spec_check.findings import BadInput, OwnFault, bad_input_json, error_json
 from vllm._fork.spec_check.gpus import GPUS
+from vllm._fork.vocabulary import Exit, Verdict
 
 USAGE = "vllm spec-check MODEL --speculative-config JSON [serve's options] [--gpu h100] [--json]"
 DESCRIPTION = ("Loads configs only (no GPU, no weights, no network) and reports, each with a reason and a fix: "
-               "architecture, method and draft, EAGLE3 contract, aux layers, hidden sizes and parallelism. "
-               "Exit 0: will start; 1: will fail; 2: bad input.")
+               "architecture, method and draft, EAGLE3 contract, aux layers, hidden sizes, parallelism and memory. "
+               "Exit 0: will start; 1: will fail or cannot tell; 2: bad input; 3: spec-check itself failed.")
 
 
 def add_arguments(parser):
@@ -25,6 +31,7 @@ def add_arguments(parser):
     parser.add_argument("--gpu", choices=sorted(GPUS), default="h100",
                         help="GPU the deployment will run on (platform classes, memory); default h100")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--debug", action="store_true", help="on an internal error, print its traceback to stderr")
     return EngineArgs.add_cli_args(parser)
 
 
@@ -37,10 +44,29 @@ def _logs_to_stderr() -> None:
                 handler.setStream(sys.stderr)
 
 
+def readable(message: str) -> str:
+    """One line, with the parser's type functions named for what they parse (not `<function loads at 0x…>`)."""
+    message = re.sub(r"<function loads at 0x[0-9a-f]+>", "a JSON object", message)
+    message = re.sub(r"<(?:function|class) '?([\w.]+)'?(?: at 0x[0-9a-f]+)?>", r"\1", message)
+    return " ".join(message.split())  # one line, whatever the offending value held
+
+
 def _print_bad_input(message: str, as_json: bool) -> int:
-    message = " ".join(message.split())  # one line, whatever the offending value held
+    message = readable(message)
     print(bad_input_json(message) if as_json else f"spec-check: bad input: {message}")
-    return EXIT_BAD_INPUT
+    return int(Exit.BAD_INPUT)
+
+
+def _print_own_fault(fault: OwnFault, as_json: bool, debug: bool) -> int:
+    """One line naming the check that failed; the traceback only with --debug; never findings or advice."""
+    if debug:
+        traceback.print_exception(fault.cause, file=sys.stderr)
+    detail = str(fault).removeprefix(f"{fault.check}: ")
+    message = readable(f"{detail} (a spec-check bug or a vLLM interface it relies on changed; --debug shows "
+                       "the traceback)")
+    print(error_json(Verdict.INTERNAL_ERROR, message, fault.check) if as_json
+          else f"spec-check: internal error in check '{fault.check}': {message}")
+    return int(Exit.INTERNAL)
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -56,8 +82,20 @@ def execute(args: argparse.Namespace) -> int:
             code, text = report(args)
     except BadInput as exc:
         return _print_bad_input(str(exc), args.json)
+    except OwnFault as fault:
+        return _print_own_fault(fault, args.json, getattr(args, "debug", False))
     print(text)
     return code
+
+
+def reject(message: str):
+    """argparse's error(): an unknown flag, a value that does not parse, a --gpu not in the list."""
+    raise BadInput(message)
+
+
+def exit_bad_input(message: str, argv: list[str]):
+    """The same handling where vLLM's own CLI parses (`vllm spec-check`): print as spec-check does, exit 2."""
+    sys.exit(_print_bad_input(message, "--json" in argv))
 
 
 def build_parser():
@@ -65,10 +103,6 @@ def build_parser():
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     parser = add_arguments(FlexibleArgumentParser(prog="vllm spec-check", usage=USAGE, description=DESCRIPTION))
-
-    def reject(message: str):  # unknown flag, a value that does not parse, a --gpu not in the list
-        raise BadInput(message)
-
     parser.error = reject
     return parser
 

@@ -51,28 +51,48 @@ def config_folder(argument: str, what: str):
         return
     if is_file:
         data = _read_json(path, what)
+        if path.name == "config.json":  # its own folder: vLLM reads the folder name (e.g. "eagle3" picks the method)
+            yield str(path.parent.resolve()), data
+            return
         with tempfile.TemporaryDirectory(prefix="spec-check-") as tmp:
-            (Path(tmp) / "config.json").write_text(json.dumps(data), encoding="utf-8")
+            folder = Path(tmp) / path.stem  # the file's name stands in for the folder name vLLM would read
+            folder.mkdir()
+            (folder / "config.json").write_text(json.dumps(data), encoding="utf-8")
             for extra in ("generation_config.json",):  # keep siblings vLLM reads, when present
                 if (path.parent / extra).is_file():
-                    shutil.copy(path.parent / extra, Path(tmp) / extra)
-            yield tmp, data
+                    shutil.copy(path.parent / extra, folder / extra)
+            yield str(folder), data
         return
     cached = _from_hf_cache(argument) if "/" in argument and not argument.startswith((".", "/", "~")) else None
     if cached is not None:
         yield str(cached), _read_json(cached / "config.json", what)
         return
     raise BadInput(f"{what}: {argument} is not a folder, a config file or a hub id in the local HF cache "
-                   "(spec-check never downloads; run `huggingface-cli download ID config.json` first)")
+                   f"(spec-check never downloads; run `hf download {argument} config.json` first)")
 
 
-def speculative_dict(value) -> dict:
-    """--speculative-config as serve parses it (a dict), checked for the fields every method needs."""
-    if value is None:
-        raise BadInput("--speculative-config: required, e.g. '{\"method\": \"eagle3\", \"model\": \"DRAFT\", "
-                       "\"num_speculative_tokens\": 3}'")
-    if not isinstance(value, dict):
+# serve's top-level aliases, merged into --speculative-config as EngineArgs.create_speculative_config does.
+ALIASES = (("--spec-method", "spec_method", "method"), ("--spec-model", "spec_model", "model"),
+           ("--spec-tokens", "spec_tokens", "num_speculative_tokens"))
+
+
+def speculative_dict(value, args=None, required: bool = True) -> dict:
+    """--speculative-config as serve parses it (a dict) with --spec-method/--spec-model/--spec-tokens merged in."""
+    if value is not None and not isinstance(value, dict):
         raise BadInput(f"--speculative-config: expected a JSON object, got {value!r}")
-    if not value.get("method") and not value.get("model"):
+    spec = {key.replace("-", "_"): item for key, item in (value or {}).items()}
+    for flag, attribute, key in ALIASES:
+        given = getattr(args, attribute, None)
+        if given is None:
+            continue
+        if key in spec:
+            raise BadInput(f"{flag} and --speculative-config['{key}'] are mutually exclusive; give it once")
+        spec[key] = given
+    if not spec and not required:
+        return spec
+    if not spec:
+        raise BadInput("--speculative-config: required (or --spec-method/--spec-model/--spec-tokens), e.g. "
+                       "'{\"method\": \"eagle3\", \"model\": \"DRAFT\", \"num_speculative_tokens\": 3}'")
+    if not spec.get("method") and not spec.get("model"):
         raise BadInput("--speculative-config: give 'method' (e.g. eagle3, dflash, mtp) and, for drafters, 'model'")
-    return dict(value)
+    return spec

@@ -75,8 +75,18 @@ def init_one_rank(vllm_config, tp: int) -> None:
         parallel_state._TP = FakeTPGroup(parallel_state._TP, tp)
 
 
+def _attention_layers(vllm_config) -> dict:
+    from vllm.config import get_layers_from_vllm_config
+    from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+
+    return get_layers_from_vllm_config(vllm_config, AttentionLayerBase)
+
+
 def _build_on_meta(vllm_config) -> int:
-    """Target and draft on the meta device; returns their weight bytes on this rank."""
+    """Target and draft on the meta device; returns their weight bytes on this rank.
+
+    The draft's attention layers are flagged `is_draft_layer`, as the speculator's load_model does, so their
+    KV specs come out as the engine plans them (a packed draft group shows its own block size)."""
     import torch
 
     from vllm.config import set_current_vllm_config
@@ -90,8 +100,12 @@ def _build_on_meta(vllm_config) -> int:
         spec = vllm_config.speculative_config
         draft = getattr(spec, "draft_model_config", None) if spec is not None else None
         if draft is not None:
+            target_layers = set(_attention_layers(vllm_config))
             with set_default_torch_dtype(draft.dtype):
                 models.append(initialize_model(vllm_config=vllm_config, model_config=draft))
+            for name, layer in _attention_layers(vllm_config).items():
+                if name not in target_layers:
+                    layer.is_draft_layer = True
     return sum(p.numel() * p.element_size() for model in models for p in model.parameters())
 
 
@@ -107,14 +121,14 @@ def plan_kv_caches(vllm_config, specs: dict, kv_memory: int):
     return EngineCore._initialize_kv_caches(core, vllm_config), executor.configs[0]
 
 
-def plan(engine_args, memory_utilization: float, kv_memory: int | None) -> dict:
-    """Engine config, meta-built layers, their specs, then EngineCore's own planning steps."""
+def plan(vllm_config, memory_utilization: float, kv_memory: int | None) -> dict:
+    """Meta-built layers of the engine config spec-check built once (configs.build), their specs, then
+    EngineCore's own planning steps."""
     from vllm.platforms import current_platform
     from vllm.v1.core.kv_cache_utils import get_max_concurrency_for_kv_cache_config
     from vllm.v1.kv_cache_interface import iter_layer_specs
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-    vllm_config = engine_args.create_engine_config()
     init_one_rank(vllm_config, vllm_config.parallel_config.tensor_parallel_size)
     weights = _build_on_meta(vllm_config)
     runner = types.SimpleNamespace(vllm_config=vllm_config, shared_kv_cache_layers={})
@@ -131,7 +145,7 @@ def plan(engine_args, memory_utilization: float, kv_memory: int | None) -> dict:
             "concurrency": get_max_concurrency_for_kv_cache_config(vllm_config, scheduler_config)}
 
 
-def kv_plan_finding(engine_args, args, stand_in: bool) -> Finding:
+def kv_plan_finding(vllm_config, args, stand_in: bool) -> Finding:
     """The plan as one line, or why it was not computed on this host."""
     if stand_in:
         return Finding(NAME, INFO, "not computed on a host without the GPU: the KV specs come from the attention "
@@ -143,8 +157,8 @@ def kv_plan_finding(engine_args, args, stand_in: bool) -> Finding:
     if current_platform.is_cpu() and args.kv_cache_memory_bytes is None:
         return Finding(NAME, INFO, "not computed: on the CPU platform pass --kv-cache-memory-bytes")
     try:
-        result = plan(engine_args, args.gpu_memory_utilization, args.kv_cache_memory_bytes)
-    except Exception as exc:
+        result = plan(vllm_config, args.gpu_memory_utilization, args.kv_cache_memory_bytes)
+    except ValueError as exc:  # the planner's own refusal: not enough memory for one request at max_model_len
         return Finding(NAME, FAIL, one_line(exc), "lower --max-model-len, or give the KV cache more memory")
     unprofiled = "" if args.kv_cache_memory_bytes else ", activation peak not subtracted"
     # Draft groups whose pages the fork packed (vllm/_fork/kv_pages.py) have blocks of their own size.

@@ -2,37 +2,103 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
+import inspect
+import textwrap
 from typing import Any
 
 from vllm._fork.spec_check import tables
-from vllm._fork.spec_check.findings import FAIL, INFO, PASS, WARN, Finding
+from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, Finding
 from vllm._fork.spec_check.gpus import Gpu
 
+PP_FLAG = "supports_aux_hidden_states_over_pp"
+# Drafters that take their own TP (draft_tensor_parallel_size); every other drafter is split across the
+# target's TP group, so its heads must divide the target's TP size.
+OWN_TP_METHODS = ("draft_model", "dspark")
+# A model class that cannot be imported on this host (kernels, optional packages) cannot be inspected.
+IMPORT_ERRORS = (ImportError, OSError, RuntimeError, AttributeError)
 
-def _class_flag(path: str, flag: str) -> bool | None:
-    """A class attribute of module.Class, or None when the class cannot be imported here."""
+
+def _import(path: str) -> type | None:
     module, _, name = path.rpartition(".")
     try:
-        return bool(getattr(getattr(importlib.import_module(module), name), flag, False))
-    except Exception:  # e.g. a platform class whose kernels need the GPU to import
+        found = getattr(importlib.import_module(module), name)
+    except IMPORT_ERRORS:
         return None
+    return found if isinstance(found, type) else None
 
 
-def pipeline(arch: str, gpu: Gpu, pp: int, method: str) -> Finding | None:
-    """With PP > 1, aux states cross stages only if the decoder says so (eagle3_utils checks at load)."""
+def _assigned_decoder(cls: type) -> type | None:
+    """The class the outer model's __init__ assigns to `self.model` (`X(...)` or `self.model_cls(...)`)."""
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(init)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                    and any(isinstance(t, ast.Attribute) and t.attr == "model" for t in node.targets)):
+                continue
+            func = node.value.func
+            if isinstance(func, ast.Name):
+                found = inspect.getmodule(klass).__dict__.get(func.id)
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+                found = getattr(cls, func.attr, None)
+            else:
+                found = None
+            if isinstance(found, type):
+                return found
+    return None
+
+
+def decoder_classes(arch: str, gpu: Gpu) -> list[type] | None:
+    """The decoder classes whose PP flag the runner reads; None when they cannot be resolved here."""
+    rows = tables.rows_for(arch, gpu.vendor)
+    holders = [h for row in rows for h in row["holder_classes"]]
+    if holders:
+        classes = [_import(h) for h in holders]
+        return None if None in classes else classes
+    outers = [_import(row["cls"]) for row in rows]
+    if not outers or None in outers:
+        return None
+    decoders = [_assigned_decoder(outer) for outer in outers]
+    return None if None in decoders else decoders
+
+
+def pipeline(arch: str, gpu: Gpu, pp: int, method: str, alternative: str) -> Finding | None:
+    """With PP > 1, aux states cross stages only if the decoder says so (eagle3_utils checks after loading)."""
     if pp <= 1:
         return None
-    holders = [h for row in tables.rows_for(arch, gpu.vendor) for h in row["holder_classes"]]
-    flags = {h: _class_flag(h, "supports_aux_hidden_states_over_pp") for h in holders}
-    if holders and all(flags.values()):
-        return Finding("pipeline parallel", PASS, f"{', '.join(holders)} relays aux states across {pp} stages")
-    if any(value is False for value in flags.values()):
-        return Finding("pipeline parallel", FAIL, f"{arch} does not support {method} with pipeline parallelism "
-                       "(its decoder cannot relay aux states between stages)",
-                       "use --pipeline-parallel-size 1 (more tensor parallelism), or method mtp")
-    return Finding("pipeline parallel", WARN, f"cannot import {arch}'s decoder here to check PP support",
-                   "the runner checks at load time")
+    decoders = decoder_classes(arch, gpu)
+    if decoders is None:
+        return Finding("pipeline parallel", UNKNOWN, f"cannot resolve {arch}'s decoder class on this host to read "
+                       f"{PP_FLAG}; vLLM raises after loading when it is missing",
+                       "use --pipeline-parallel-size 1 to be sure, or run spec-check where the model imports")
+    names = ", ".join(d.__name__ for d in decoders)
+    if all(getattr(d, PP_FLAG, False) for d in decoders):
+        return Finding("pipeline parallel", PASS, f"{names} relays aux states across {pp} stages")
+    return Finding("pipeline parallel", FAIL, f"{arch} does not support {method} with pipeline parallelism: its "
+                   f"decoder {names} cannot relay aux states between stages (vLLM raises after loading)",
+                   f"use --pipeline-parallel-size 1 (more tensor parallelism){alternative}")
+
+
+def draft_heads(spec: Any, target_tp: int) -> Finding | None:
+    """EAGLE-family drafts run on the target's TP group: their heads must divide the target's TP size."""
+    draft = spec.draft_model_config
+    if draft is None or spec.method in OWN_TP_METHODS or spec.method == "mtp":
+        return None
+    heads = draft.model_arch_config.total_num_attention_heads
+    if heads % target_tp:
+        return Finding("draft tensor parallel", FAIL, f"the draft's {heads} attention heads are not divisible by "
+                       f"the target's tensor parallel size {target_tp} (a {spec.method} draft is split across the "
+                       "target's TP group; draft_tensor_parallel_size does not change that)",
+                       "use a --tensor-parallel-size that divides the draft's heads, or a draft trained for it")
+    return Finding("draft tensor parallel", PASS, f"the draft's {heads} attention heads split across the target's "
+                   f"TP={target_tp}")
 
 
 def context(spec: Any, pcp: int, dcp: int) -> Finding | None:
@@ -51,10 +117,10 @@ def context(spec: Any, pcp: int, dcp: int) -> Finding | None:
     return Finding("context parallel", PASS, f"single-module MTP with PCP={pcp}")
 
 
-def draft_placement(spec: Any, target_ep: bool) -> Finding:
+def draft_placement(spec: Any, target_ep: bool, target_tp: int) -> Finding:
     """How the draft is sharded; a dense draft must not inherit the target's expert parallelism."""
     draft = spec.draft_parallel_config
     ep = bool(draft.enable_expert_parallel)
+    tp = draft.tensor_parallel_size if spec.method in OWN_TP_METHODS else target_tp
     note = " (dense draft: target EP not inherited)" if target_ep and not ep else ""
-    return Finding("draft parallelism", INFO, f"draft runs with TP={draft.tensor_parallel_size}, "
-                   f"EP {'on' if ep else 'off'}{note}")
+    return Finding("draft parallelism", INFO, f"draft runs with TP={tp}, EP {'on' if ep else 'off'}{note}")

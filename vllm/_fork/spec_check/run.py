@@ -6,10 +6,10 @@ import argparse
 import json
 from contextlib import ExitStack
 
-from vllm._fork.spec_check import checks, parallel
-from vllm._fork.spec_check.findings import FAIL, INFO, Finding, as_json, as_text, exit_code
+from vllm._fork.spec_check import checks, configs, parallel, weights
+from vllm._fork.spec_check.findings import FAIL, INFO, PASS, Finding, Refused, as_json, as_text, exit_code, own_faults
 from vllm._fork.spec_check.gpus import GPUS
-from vllm._fork.spec_check.inputs import config_folder, speculative_dict
+from vllm._fork.spec_check.inputs import ALIASES, config_folder, speculative_dict
 
 
 def _text_architectures(model_config) -> list[str]:
@@ -17,100 +17,144 @@ def _text_architectures(model_config) -> list[str]:
     return list(getattr(text, "architectures", None) or [])
 
 
-def _context_parallel(args: argparse.Namespace) -> dict[str, int]:
-    """The context-parallel sizes this vLLM has flags for (older bases lack prefill context parallelism)."""
-    names = ("decode_context_parallel_size", "prefill_context_parallel_size")
-    return {name: getattr(args, name) for name in names if hasattr(args, name)}
+def _speculators_model(args, target: dict, stack: ExitStack) -> tuple[str, dict, dict]:
+    """MODEL is a speculators checkpoint: serve runs its verifier with it as the draft (maybe_override_with_speculators)."""
+    from vllm.transformers_utils.configs.speculators.base import SpeculatorsConfig
+
+    spec = SpeculatorsConfig.extract_vllm_speculative_config(config_dict=target)
+    method = spec["method"]
+    spec.update(speculative_dict(args.speculative_config, args, required=False))
+    spec["method"], spec["model"] = method, args.model  # the format fixes both, as in serve
+    verifier = ((target.get("speculators_config") or {}).get("verifier") or {}).get("name_or_path")
+    if not verifier:
+        raise Refused(configs.SPECULATIVE, ValueError("the speculators checkpoint names no verifier"))
+    target_dir, verifier_config = stack.enter_context(
+        config_folder(verifier, "MODEL's verifier (speculators_config.verifier.name_or_path)"))
+    return target_dir, verifier_config, spec
 
 
-def _engine_args(args: argparse.Namespace, target_dir: str, spec: dict):
-    """`vllm serve`'s EngineArgs for these flags, on the config folders, with dummy weights."""
-    from vllm.engine.arg_utils import EngineArgs
-
-    engine_args = EngineArgs.from_cli_args(args)
-    engine_args.model, engine_args.skip_tokenizer_init, engine_args.load_format = target_dir, True, "dummy"
-    engine_args.speculative_config = dict(spec)  # the engine adds its own keys to this dict
-    return engine_args
-
-
-def _configs(args: argparse.Namespace, target_dir: str, spec: dict, findings: list[Finding]):
-    """Build ModelConfig, ParallelConfig and SpeculativeConfig as the engine does; None after a failure."""
-    from vllm.config import ParallelConfig
-
-    engine_args = _engine_args(args, target_dir, spec)
-    try:
-        model_config = engine_args.create_model_config()
-    except Exception as exc:
-        findings.append(Finding("target config", FAIL, checks.one_line(exc), "fix the target's config.json"))
-        return None
-    try:
-        parallel_config = ParallelConfig(
-            tensor_parallel_size=args.tensor_parallel_size, pipeline_parallel_size=args.pipeline_parallel_size,
-            data_parallel_size=args.data_parallel_size, enable_expert_parallel=args.enable_expert_parallel,
-            **_context_parallel(args))
-        model_config.verify_with_parallel_config(parallel_config)
-    except Exception as exc:
-        findings.append(Finding("target parallelism", FAIL, checks.one_line(exc), "change the parallel sizes"))
-        return None
-    try:
-        spec_config = engine_args.create_speculative_config(model_config, parallel_config)
-    except Exception as exc:
-        findings.append(Finding("speculative config", FAIL, checks.one_line(exc),
-                                "fix --speculative-config or the draft checkpoint as the reason says"))
-        return None
-    return model_config, parallel_config, spec_config
-
-
-def run_checks(args: argparse.Namespace) -> list[Finding]:
-    """All findings for one invocation; raises BadInput for questions that cannot be asked."""
-    import vllm
-    from vllm import platforms
-    from vllm._fork.eagle3 import needs_aux_hidden_states
-    from vllm._fork.spec_check.kv_plan import kv_plan_finding
+def _registered() -> set[str]:
     from vllm.model_executor.models.registry import ModelRegistry
-    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import get_eagle3_aux_layers_from_config
 
-    gpu = GPUS[args.gpu]
-    spec = speculative_dict(args.speculative_config)
-    registered = set(ModelRegistry.get_supported_archs())
-    findings = [Finding("target GPU", INFO, f"{args.tensor_parallel_size} x {gpu.describe()}")]
-    with ExitStack() as stack:
-        target_dir, target = stack.enter_context(config_folder(args.model, "MODEL"))
+    return set(ModelRegistry.get_supported_archs())
+
+
+def _before_configs(args, stack: ExitStack, findings: list[Finding]):
+    """Inputs read and checked before vLLM builds anything: (target dir, target, draft, spec) or None on a failure."""
+    import vllm
+
+    target_dir, target = stack.enter_context(config_folder(args.model, "MODEL"))
+    with own_faults("speculators checkpoint"):
+        if "speculators_config" in target:
+            target_dir, target, spec = _speculators_model(args, target, stack)
+            findings.append(Finding("speculators checkpoint", INFO, f"MODEL is a {spec['method']} speculators "
+                                    f"checkpoint: its verifier {target_dir} is the target, as in `vllm serve`"))
+        else:
+            spec = speculative_dict(args.speculative_config, args)
+    with own_faults("architecture"):
+        registered = _registered()
         findings.append(checks.architecture(target, vllm.__version__, registered, "target architecture"))
+        draft = None
         if isinstance(spec.get("model"), str):
             spec["model"], draft = stack.enter_context(config_folder(spec["model"], "speculative model"))
             findings.append(checks.architecture(draft, vllm.__version__, registered, "draft architecture"))
-        if any(f.status == FAIL for f in findings):
-            return findings
-        requested = spec.get("method") or "(from the draft)"
-        built = _configs(args, target_dir, spec, findings)
-        if built is None:
-            return findings
-        model_config, parallel_config, spec_config = built
-        findings.append(checks.speculator(spec_config, requested))
-        arch = model_config.architecture
-        if needs_aux_hidden_states(spec_config):
-            findings.append(checks.aux_contract(arch, gpu, _text_architectures(model_config)))
+    with own_faults("speculative config"):
+        findings.append(checks.requested_method(spec, target, draft))
+    if any(f is not None and f.status == FAIL for f in findings):
+        return None
+    return target_dir, target, draft, spec
+
+
+def _after_configs(args, vllm_config, target: dict, draft: dict | None, requested: str) -> list[Finding]:
+    """Every check that reads the built configs."""
+    from vllm._fork.eagle3 import needs_aux_hidden_states
+    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import get_eagle3_aux_layers_from_config
+
+    gpu = GPUS[args.gpu]
+    model_config, parallel_config = vllm_config.model_config, vllm_config.parallel_config
+    spec_config = vllm_config.speculative_config
+    alternative = checks.alternatives(checks.mtp_layers(target))
+    tp, pp = parallel_config.tensor_parallel_size, parallel_config.pipeline_parallel_size
+    found = []
+    with own_faults("speculator"):
+        found.append(checks.speculator(spec_config, requested))
+    with own_faults("draft tensor parallel"):
+        found.append(parallel.draft_heads(spec_config, tp))
+    arch = model_config.architecture
+    if needs_aux_hidden_states(spec_config):
+        with own_faults("EAGLE3 contract"):
+            found.append(checks.aux_contract(arch, gpu, _text_architectures(model_config), alternative))
+        with own_faults("aux layers"):
             draft_text = spec_config.draft_model_config.hf_text_config
-            findings += checks.aux_layers(get_eagle3_aux_layers_from_config(spec_config),
-                                          model_config.hf_text_config.num_hidden_layers,
-                                          model_config.get_hidden_size(),
-                                          getattr(draft_text, "target_hidden_size", None)
-                                          or getattr(draft_text, "hidden_size", None))
-            findings.append(parallel.pipeline(arch, gpu, args.pipeline_parallel_size, spec_config.method))
-        sizes = _context_parallel(args)
-        findings.append(parallel.context(spec_config, sizes.get("prefill_context_parallel_size", 1),
-                                         sizes.get("decode_context_parallel_size", 1)))
+            nested = (getattr(spec_config.draft_model_config.hf_config, "eagle_config", None) or {})
+            found += checks.aux_layers(get_eagle3_aux_layers_from_config(spec_config),
+                                       model_config.hf_text_config.num_hidden_layers, model_config.get_hidden_size(),
+                                       getattr(draft_text, "target_hidden_size", None)
+                                       or getattr(draft_text, "hidden_size", None),
+                                       nested.get("eagle_aux_hidden_state_layer_ids") if isinstance(nested, dict)
+                                       else None)
+        with own_faults("pipeline parallel"):
+            found.append(parallel.pipeline(arch, gpu, pp, spec_config.method, alternative))
+    with own_faults("context parallel"):
+        found.append(parallel.context(spec_config, parallel_config.prefill_context_parallel_size,
+                                      parallel_config.decode_context_parallel_size))
         if spec_config.draft_parallel_config is not None:
-            findings.append(parallel.draft_placement(spec_config, bool(args.enable_expert_parallel)))
+            found.append(parallel.draft_placement(spec_config, parallel_config.enable_expert_parallel, tp))
+    with own_faults("weights fit"):
+        found.append(weights.safe_finding(target, draft, vllm_config, gpu))
+    return [f for f in found if f is not None]
+
+
+def _kv_plan(args, vllm_config, findings: list[Finding]) -> None:
+    """The engine's own KV plan where the host has the platform; when it decides, it outranks the estimate."""
+    from vllm import platforms
+    from vllm._fork.spec_check.kv_plan import kv_plan_finding
+
+    stand_in = getattr(platforms.current_platform, "spec_check_stand_in", False)
+    with own_faults("KV cache plan"):
+        plan = kv_plan_finding(vllm_config, args, stand_in)
+    findings.append(plan)
+    if plan.status in (PASS, FAIL):
+        for index, f in enumerate(findings):
+            if f.check == weights.NAME:
+                findings[index] = Finding(f.check, INFO, f"{f.reason} (estimate; the KV plan above decides)")
+
+
+def run_checks(args: argparse.Namespace) -> list[Finding]:
+    """All findings for one invocation; raises BadInput for questions that cannot be asked, OwnFault for ours."""
+    return [f for f in _findings(args) if f is not None]
+
+
+def _findings(args: argparse.Namespace) -> list[Finding | None]:
+    gpu = GPUS[args.gpu]
+    findings = [Finding("target GPU", INFO, f"{args.tensor_parallel_size} x {gpu.describe()}")]
+    with ExitStack() as stack:
+        try:
+            before = _before_configs(args, stack, findings)
+        except Refused as refused:
+            findings.append(Finding(refused.step, FAIL, checks.one_line(refused.cause), configs.FIXES[refused.step]))
+            return findings
+        if before is None:
+            return findings
+        target_dir, target, draft, spec = before
+        requested = spec.get("method") or checks.DETECTED
+        try:
+            with own_faults(configs.ENGINE):
+                vllm_config = configs.build(configs.engine_args_for(args, target_dir, spec))
+        except Refused as refused:
+            findings.append(Finding(refused.step, FAIL, checks.one_line(refused.cause), configs.FIXES[refused.step]))
+            return findings
+        findings += _after_configs(args, vllm_config, target, draft, requested)
         if not any(f is not None and f.status == FAIL for f in findings):  # plan only what would start
-            stand_in = getattr(platforms.current_platform, "spec_check_stand_in", False)
-            findings.append(kv_plan_finding(_engine_args(args, target_dir, spec), args, stand_in))
-    return [f for f in findings if f is not None]
+            _kv_plan(args, vllm_config, findings)
+    return findings
 
 
 def report(args: argparse.Namespace) -> tuple[int, str]:
     """(exit code, text or JSON report)."""
-    findings = run_checks(args)
-    subject = f"{args.model} with {json.dumps(args.speculative_config)}"
-    return exit_code(findings), as_json(findings, subject) if args.json else as_text(findings, subject)
+    with own_faults("spec-check"):
+        findings = run_checks(args)
+        given = {**(args.speculative_config or {}), **{key: getattr(args, attribute) for _, attribute, key in ALIASES
+                                                       if getattr(args, attribute, None) is not None}}
+        subject = f"{args.model} with {json.dumps(given)}"
+        return exit_code(findings), as_json(findings, subject) if args.json else as_text(findings, subject)

@@ -28,10 +28,21 @@ class SpecCheckSubcommand(CLISubcommand):
 
 
 def maybe_install_platform() -> None:
-    """For `vllm spec-check` on a host without a GPU: a stand-in platform for --gpu."""
-    from vllm._fork.spec_check.platform import maybe_install_for_spec_check
+    """For `vllm spec-check`: a stand-in platform for --gpu on a host without a GPU, and its bad-input handling."""
+    from vllm._fork.spec_check.platform import SUBCOMMAND, maybe_install_for_spec_check
 
     maybe_install_for_spec_check()
+    if sys.argv[1:2] == [SUBCOMMAND]:
+        _route_parser_errors()
+
+
+def _route_parser_errors() -> None:
+    """vLLM's CLI parses spec-check's flags with its own parsers; in this process their errors exit 2 the way
+    spec-check reports bad input (one line, JSON under --json), not with a usage dump."""
+    from vllm._fork.spec_check.cli import exit_bad_input
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    FlexibleArgumentParser.error = lambda self, message: exit_bad_input(message, sys.argv)
 
 
 def cmd_init() -> list[CLISubcommand]:

@@ -1,0 +1,49 @@
+"""spec-check on the real published configs of tests/corpus (SOURCES.md), all cases in one process per GPU.
+
+Each case's expected verdict is written from vLLM 0.33.0's source (the "why" of tests/corpus/cases.json).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+CORPUS = Path(__file__).parent / "corpus"
+SCRIPTS = Path(__file__).parent / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import spec_check_batch  # noqa: E402
+
+CASES = {name: case for name, case in json.loads((CORPUS / "cases.json").read_text()).items()
+         if not name.startswith("_")}
+
+
+def argv(case: dict) -> list[str]:
+    """The command line of one case, with the corpus folders as paths."""
+    spec = dict(case["spec"])
+    if "model" in spec:
+        spec["model"] = str(CORPUS / "configs" / spec["model"])
+    return [str(CORPUS / "configs" / case["model"]), "--speculative-config", json.dumps(spec),
+            "--gpu", case.get("gpu", "h100"), *case["flags"]]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict:
+    return spec_check_batch.in_processes({name: argv(case) for name, case in CASES.items()},
+                                         tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_corpus_verdict(results, name):
+    case = CASES[name]
+    code, out, err, _ = results[name]
+    assert code == case["code"], f"{name} ({case['why']}): exit {code}\n{out}\n{err[-2000:]}"
+    report = json.loads(out)
+    statuses = {check["check"]: check["status"] for check in report["checks"]}
+    for check, status in case["statuses"].items():
+        assert statuses.get(check) == status, f"{name}: {check} is {statuses.get(check)}: {report['checks']}"
+    text = " ".join(f"{c['reason']} {c['fix']}" for c in report["checks"])
+    assert case.get("says", "") in text, text

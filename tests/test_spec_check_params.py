@@ -1,0 +1,67 @@
+"""The weights-fit check's parameter counter against published totals of real checkpoints (tests/corpus)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vllm._fork.spec_check import params, weights
+from vllm._fork.spec_check.gpus import GIB, GPUS
+
+CONFIGS = Path(__file__).parent / "corpus" / "configs"
+
+
+def config(name: str) -> dict:
+    return json.loads((CONFIGS / name / "config.json").read_text())
+
+
+# Published totals (sources in tests/corpus/SOURCES.md); the counter leaves out norms and biases.
+@pytest.mark.parametrize("name, published", [
+    ("DeepSeek-V3", 671e9),     # MLA + 256 routed experts + 1 shared, 3 dense layers (MTP layer not included)
+    ("gpt-oss-120b", 117e9),    # 128 experts, alternating sliding/full attention
+    ("Llama-3.1-8B", 8e9),
+    ("Llama-3.1-70B", 70e9),
+    ("Qwen3-8B", 8e9),
+    ("Qwen3-30B-A3B", 30e9),
+])
+def test_parameter_count_matches_the_published_total(name, published):
+    total = params.count(config(name)).total
+    assert abs(total - published) / published < 0.03, f"{name}: {total / 1e9:.2f}B vs {published / 1e9:.0f}B"
+
+
+def test_mtp_layers_add_one_moe_layer_each():
+    """DeepSeek-V3's MTP module: ~11.5B unique parameters (tt-metal README_WEIGHTS.md) besides the shared head."""
+    extra = params.mtp_layers_params(config("DeepSeek-V3"), 1).total
+    assert abs(extra - 11.5e9) / 11.5e9 < 0.05, extra / 1e9
+
+
+@pytest.mark.parametrize("quantization, linear_bytes", [
+    (None, 2), ({"quant_method": "fp8", "weight_block_size": [128, 128]}, 1 + 4 / 128 ** 2),
+    ({"quant_method": "mxfp4"}, 2), ({"quant_method": "gptq", "bits": 4, "group_size": 128}, 0.5 + 2.5 / 128),
+])
+def test_quantization_formats_set_bytes_per_parameter(quantization, linear_bytes):
+    found = weights.quantization({"quantization_config": quantization} if quantization else {}, 2)
+    assert found.linear == pytest.approx(linear_bytes) and found.rest == 2
+    assert found.experts == pytest.approx(0.5 + 1 / 32 if quantization == {"quant_method": "mxfp4"} else linear_bytes)
+
+
+def test_an_unknown_quantization_cannot_be_sized():
+    with pytest.raises(weights.CannotTell, match="not sized"):
+        weights.quantization({"quantization_config": {"quant_method": "something-new"}}, 2)
+
+
+def test_bytes_per_rank_split_experts_by_ep_and_layers_by_pp():
+    counted = params.count(config("DeepSeek-V3"))
+    bf16 = weights.Quant(2, 2, 2, "bf16")
+    tp8 = weights.bytes_per_rank(counted, bf16, 8, 1, 8)
+    assert 150 * GIB < tp8 < 165 * GIB  # 671B x 2 bytes / 8, plus the replicated MLA down-projections
+    assert weights.bytes_per_rank(counted, bf16, 8, 2, 8) < 0.55 * tp8  # two stages, each with half the layers
+
+
+@pytest.mark.parametrize("weights_gib, kv_gib, status", [(60, 5, "pass"), (80, 0, "fail"), (70, 5, "fail"),
+                                                          (67, 5, "cannot tell")])
+def test_fit_against_memory_times_utilization(weights_gib, kv_gib, status):
+    found, _ = weights.fit(GPUS["h100"], 0.92, None, weights_gib * GIB, kv_gib * GIB)
+    assert found == status
