@@ -99,22 +99,28 @@ def test_pr_tests_fail_on_stock(upstream_wheel, project, tmp_path):
         wheel.extractall(stock, [n for n in wheel.namelist() if n.endswith(".py")])
     env = dict(os.environ, PYTHONPATH=str(stock))
     tests = [str(project.root / TESTS_ROOT / t) for pr in project.series() for t in pr.tests]
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE",
-                           "--rootdir", str(tmp_path), *tests], capture_output=True, text=True, env=env,
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", "--tb=line",
+                           "--rootdir", str(project.root), *tests], capture_output=True, text=True, env=env,
                           cwd=tmp_path)
     assert "vllm/_fork" not in done.stdout  # really stock: the fork's overlay is not on the path
     failing = set(re.findall(r"^(?:FAILED|ERROR) (\S+?\.py)", done.stdout, re.MULTILINE))
     assert {Path(f).name for f in failing} == {Path(t).name for t in tests}, done.stdout[-3000:]
+    # Each fails on the defect its PR fixes, not on a broken test.
+    for defect in ("lacks SupportsEagle3", "has no attribute 'image_token_index'",
+                   "in 'Model does not support EAGLE3 interface but aux_hidden_state_outputs was requested'",
+                   "assert 'glm5_next_text' == 'glm5_next_mtp'", "has no attribute 'num_nextn_predict_layers'",
+                   "vllm/models/glm5next/common/model.py", "[type=literal_error, input_value='dflash2'"):
+        assert defect in done.stdout, defect
 
 
 def test_missing_signoff_is_bad_input(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "FORKTOOL_SIGNOFF"}
     env.update(HOME=str(tmp_path), GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull,
                XDG_CONFIG_HOME=str(tmp_path))
-    done = run_forktool("export-pr", "--out", str(tmp_path / "pr"), env=env, cwd=tmp_path)
-    assert done.returncode == 2
+    done = run_forktool("export-pr", "--out", str(tmp_path / "pr"), env=env)
+    assert done.returncode == 2, done.stderr
     assert done.stderr.strip().startswith("forktool export-pr: no identity for Signed-off-by: set FORKTOOL_SIGNOFF=")
     assert not (tmp_path / "pr").exists()
     env["FORKTOOL_SIGNOFF"] = "just a name"
-    done = run_forktool("export-pr", "--out", str(tmp_path / "pr"), env=env, cwd=tmp_path)
+    done = run_forktool("export-pr", "--out", str(tmp_path / "pr"), env=env)
     assert done.returncode == 2 and "is not 'Name <email>'" in done.stderr

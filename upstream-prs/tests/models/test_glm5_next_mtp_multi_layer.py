@@ -9,6 +9,7 @@ from vllm.config import SpeculativeConfig
 
 def test_nested_checkpoint_keeps_its_mtp_layer_count():
     config = PretrainedConfig(
+        architectures=["Glm5NextForConditionalGeneration"],
         text_config=PretrainedConfig(num_nextn_predict_layers=2),
     )
     config.model_type = "glm5_next"

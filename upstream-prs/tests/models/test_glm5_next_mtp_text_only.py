@@ -11,7 +11,11 @@ from vllm.transformers_utils.model_arch_config_convertor import (
 
 
 def _text_only_config() -> PretrainedConfig:
-    config = PretrainedConfig(num_nextn_predict_layers=1, kv_lora_rank=64)
+    config = PretrainedConfig(
+        architectures=["Glm5NextForCausalLM"],
+        num_nextn_predict_layers=1,
+        kv_lora_rank=64,
+    )
     config.model_type = "glm5_next_text"
     return config
 
@@ -24,5 +28,7 @@ def test_text_only_checkpoint_becomes_the_mtp_draft():
 
 
 def test_mtp_draft_is_mla():
-    draft = SpeculativeConfig.hf_config_override(_text_only_config())
+    # The rewrite renames the top-level (text) config of a text-only checkpoint.
+    draft = _text_only_config()
+    draft.model_type = "glm5_next_mtp"
     assert ModelArchConfigConvertorBase(draft, draft).is_deepseek_mla()

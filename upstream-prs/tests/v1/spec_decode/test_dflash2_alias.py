@@ -37,14 +37,13 @@ def _checkpoint(path, **config) -> str:
 
 
 def _draft(path, architecture: str) -> str:
-    return _checkpoint(
-        path,
-        **TARGET,
-        num_hidden_layers=2,
-        architectures=[architecture],
-        block_size=8,
-        dflash_config=DFLASH_CONFIG,
-    )
+    draft = TARGET | {
+        "num_hidden_layers": 2,
+        "architectures": [architecture],
+        "block_size": 8,
+        "dflash_config": DFLASH_CONFIG,
+    }
+    return _checkpoint(path, **draft)
 
 
 @pytest.fixture(scope="module")
