@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 from forktool.errors import ForkError
@@ -23,14 +24,23 @@ def pinned_ruff(root: Path) -> str:
     return found.group(1)
 
 
+def _ruff_binary() -> str | None:
+    """The ruff executable of the installed ruff package (found in-process: pip's isolated build env too)."""
+    try:
+        from ruff.__main__ import find_ruff_bin
+        return str(find_ruff_bin())
+    except (ImportError, FileNotFoundError):
+        return None
+
+
 def _ruff(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ruff", *args], capture_output=True, text=True)
+    return subprocess.run([_ruff_binary() or "ruff", *args], capture_output=True, text=True)
 
 
 def _require_ruff(root: Path) -> None:
     want = pinned_ruff(root)
-    done = _ruff("--version")
-    have = done.stdout.split()[-1] if done.returncode == 0 and done.stdout.split() else None
+    done = _ruff("--version") if _ruff_binary() else None
+    have = done.stdout.split()[-1] if done and done.returncode == 0 and done.stdout.split() else None
     if have != want:
         raise ForkError(f"ruff {want} is needed to format edited files (found {have or 'none'}): "
                         f"pip install -r {PIN_FILE}")
@@ -84,3 +94,34 @@ def format_sources(root: Path, versions: list[dict[str, str]], modules) -> list[
                 raise ForkError(f"ruff {args[0]} refused an edited file: {first}")
         return [{path: (Path(tmp) / str(i) / path).read_text(encoding="utf-8") for path in sources}
                 for i, sources in enumerate(versions)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m forktool.format FILE…`: format PR test files (upstream-prs/tests/…) in place like the build."""
+    from forktool.errors import ForkError as _Error
+    from forktool.fetch import fetch
+    from forktool.project import Project
+    from forktool.vocabulary import Exit
+
+    project = Project()
+    paths = [Path(p).resolve() for p in (sys.argv[1:] if argv is None else argv)]
+    try:
+        wheel, _ = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
+        with zipfile.ZipFile(wheel) as zin:
+            modules = zin.namelist()
+        tests = project.root / "upstream-prs"
+        sources = {p.relative_to(tests).as_posix(): p.read_text(encoding="utf-8") for p in paths}
+        [done] = format_sources(project.root, [sources], modules)
+    except (_Error, ValueError, OSError) as exc:
+        print(f"forktool.format: {exc}", file=sys.stderr)
+        return int(Exit.BAD_INPUT)
+    for path in paths:
+        text = done[path.relative_to(tests).as_posix()]
+        if text != path.read_text(encoding="utf-8"):
+            path.write_text(text, encoding="utf-8")
+            print(f"reformatted {path.relative_to(project.root)}")
+    return int(Exit.OK)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

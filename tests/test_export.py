@@ -124,3 +124,20 @@ def test_missing_signoff_is_bad_input(tmp_path):
     env["FORKTOOL_SIGNOFF"] = "just a name"
     done = run_forktool("export-pr", "--out", str(tmp_path / "pr"), env=env)
     assert done.returncode == 2 and "is not 'Name <email>'" in done.stderr
+
+
+def test_ruff_is_pinned_alike_and_required(project, monkeypatch):
+    """The build's ruff: one version in every install route; without it the build stops saying what to install."""
+    import forktool.format as fmt
+
+    version = pinned_ruff(project.root)
+    assert f"ruff=={version}\n" in (project.root / "requirements/test.txt").read_text()
+    assert f'"ruff=={version}"' in (project.root / "pyproject.toml").read_text()
+    monkeypatch.setattr(fmt, "_ruff_binary", lambda: None)
+    try:
+        fmt.format_sources(project.root, [{"vllm/x.py": "x = 1\n"}], [])
+    except fmt.ForkError as exc:
+        assert str(exc) == f"ruff {version} is needed to format edited files (found none): " \
+                           "pip install -r requirements/engine.txt"
+    else:
+        raise AssertionError("formatting without ruff did not stop")
