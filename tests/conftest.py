@@ -59,7 +59,7 @@ def run_forktool(*args: str, repo: Path | None = None, env: dict | None = None,
 def repo_copy(tmp_path) -> Path:
     """A throwaway copy of the fork's own inputs (edits, overlay, pin, pyproject) to break on purpose."""
     root = tmp_path / "repo"
-    for name in ("edits", "vllm", "requirements", "pyproject.toml"):
+    for name in ("edits", "vllm", "requirements", "upstream-prs", "pyproject.toml"):
         source = REPO_ROOT / name
         if source.is_dir():
             shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
