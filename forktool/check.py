@@ -22,7 +22,7 @@ def check_base(project: Project, requirement: str, as_json: bool = False) -> int
     wheel, digest = fetch(name, version, "wheel", hashes)
     with zipfile.ZipFile(wheel) as zin:
         names = set(zin.namelist())
-        fork = assemble(project, lambda p: zin.read(p).decode("utf-8"), names)
+        fork = assemble(project, lambda p: zin.read(p).decode("utf-8"), names, formatted=False)
         resolved = check_internals(internals, lambda p: zin.read(p).decode("utf-8"), names)
     clashes = shadowed(fork.overlay, names)
     counts = {str(s): sum(r.status == s for r in fork.results) for s in EditStatus}

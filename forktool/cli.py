@@ -53,11 +53,12 @@ def _tree(args, project: Project) -> int:
 
 
 def _export(args, project: Project) -> int:
-    from forktool.export import export_series
+    from forktool.export import export_series, signoff_identity
 
+    identity = signoff_identity(project.root)  # before any download: a missing identity is bad input
     wheel, _ = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
     notes: list[str] = []
-    patches = export_series(project, wheel, Path(args.out), notes)
+    patches = export_series(project, wheel, Path(args.out), identity, notes)
     if args.json:
         print(json.dumps({"patches": [str(p) for p in patches], "notes": notes}, indent=1))
         return Exit.OK
@@ -109,7 +110,7 @@ def parser() -> argparse.ArgumentParser:
     tree.add_argument("--out", default="build/tree")
     tree.add_argument("--label", default=None)
     tree.set_defaults(run=_tree)
-    export = verbs.add_parser("export-pr", help="one patch per spec file against upstream")
+    export = verbs.add_parser("export-pr", help="the upstream PR series (upstream-prs/series.toml) as git am patches")
     export.add_argument("--out", default="build/pr")
     export.add_argument("--json", action="store_true", help="list the patches and notes as JSON")
     export.set_defaults(run=_export)

@@ -198,7 +198,7 @@ def check_for_build(project, wheel: Path, allow_absent: bool, skip: frozenset[st
         results = check_internals(load_internals(project.root), lambda p: zin.read(p).decode("utf-8"), names)
         broken = [r.line() for r in results if r.status == InternalStatus.BROKEN]
         if broken and not allow_absent:
-            fork = assemble(project, lambda p: zin.read(p).decode("utf-8"), names, allow_absent, skip)
+            fork = assemble(project, lambda p: zin.read(p).decode("utf-8"), names, allow_absent, skip, formatted=False)
             edits = [r.line() for r in fork.results if r.status == EditStatus.BROKEN]
             raise FindingsError("\n".join(edits + broken))
     return results

@@ -11,8 +11,10 @@ from forktool import overlay as overlay_mod
 from forktool.apply import EditResult, apply_edits, require_no_broken
 from forktool.contract_table import CONTRACT_PATH, fork_source_tree, render_contract
 from forktool.errors import ForkError
+from forktool.format import format_sources
 from forktool.manifest import MANIFEST_PATH, manifest, render
 from forktool.pins import Pin, load_pin
+from forktool.series import PullRequest, check_series, load_series
 from forktool.specs import Edit, load_all
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +46,13 @@ class Project:
         return config["tool"]["forktool"]["label"]
 
     def edits(self) -> list[Edit]:
-        return load_all(self.edits_root, self.root) if self.edits_root.is_dir() else []
+        """Every edit, checked against the PR series (a spec's pr and the series' entries must match)."""
+        edits = load_all(self.edits_root, self.root) if self.edits_root.is_dir() else []
+        check_series(self.series(), edits)
+        return edits
+
+    def series(self) -> list[PullRequest]:
+        return load_series(self.root)
 
     def overlay(self) -> dict[str, bytes]:
         files = overlay_mod.collect(self.overlay_root) if self.overlay_root.is_dir() else {}
@@ -77,12 +85,13 @@ class Assembly:
 
 
 def assemble(project: Project, read, paths: set[str], allow_absent: bool = False,
-             skip: frozenset[str] = frozenset()) -> Assembly:
+             skip: frozenset[str] = frozenset(), formatted: bool = True) -> Assembly:
     """Apply every edit to the upstream files `read(path)` among `paths`; nothing is checked for breakage.
 
     For an older, test-only base: allow_absent records an edit whose file the base does not have yet as
     `absent` instead of broken, and `skip` names edits (`<spec file>:<id>`) not to try there (`skipped`).
-    Both are printed by the build and listed in the manifest."""
+    Both are printed by the build and listed in the manifest. Edited files are formatted with upstream's
+    ruff (forktool/format.py) unless `formatted` is off (check and internals only read statuses and names)."""
     edits = project.edits()
     unknown = sorted(skip - {f"{e.spec_file}:{e.id}" for e in edits})
     if unknown:
@@ -90,6 +99,8 @@ def assemble(project: Project, read, paths: set[str], allow_absent: bool = False
     tried = [e for e in edits if f"{e.spec_file}:{e.id}" not in skip]
     sources = {e.target: read(e.target) for e in tried if e.target in paths}
     changed, results = apply_edits(sources, tried, "absent" if allow_absent else "broken")
+    if formatted:
+        [changed] = format_sources(project.root, [changed], paths)
     by_edit = {id(r.edit): r for r in results}
     ordered = [by_edit.get(id(e)) or EditResult(e, "skipped", "not tried on this base (--skip)") for e in edits]
     return Assembly(changed, ordered, project.overlay())

@@ -1,4 +1,5 @@
-"""Load and validate the edit specs under edits/: one TOML file per upstream file, mirroring its path."""
+"""Load and validate the edit specs under edits/: per upstream file, `<path>.toml` (upstreamable edits, part of a
+PR in upstream-prs/series.toml) and `<path>.fork.toml` (edits that stay in the fork), never mixed."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from forktool.errors import ForkError
 from forktool.ops import OPERATIONS
 
 SUFFIX = ".toml"
+FORK_SUFFIX = ".fork.toml"
+FORK_MODULE = "vllm._fork"
 PROVENANCE = ("why", "upstream", "remove_when")
-COMMON = {"id", "op", "expect", *PROVENANCE}
+COMMON = {"id", "op", "expect", "pr", *PROVENANCE}
 
 
 @dataclass(frozen=True)
@@ -22,7 +25,7 @@ class Edit:
 
     spec_file: str  # repo-relative path of the spec, e.g. edits/vllm/x.py.toml
     target: str  # upstream path it edits, e.g. vllm/x.py
-    title: str  # the spec's title: subject of its exported patch
+    title: str  # the spec's optional title (a label; an exported PR takes its title from the series)
     id: str
     op: str
     params: dict
@@ -30,6 +33,11 @@ class Edit:
     why: str
     upstream: str
     remove_when: str
+    pr: str | None = None  # the series entry it is exported in; None for a fork-only edit
+
+    @property
+    def fork_only(self) -> bool:
+        return self.pr is None
 
     @property
     def label(self) -> str:
@@ -46,13 +54,31 @@ class Edit:
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
-def _check_upstream(value: str) -> bool:
-    return value.startswith("https://") or (
-        value.startswith("fork-only:") and value[len("fork-only:"):].strip() != ""
-    )
+def _tagged(value: str, tag: str) -> bool:
+    return value.startswith(tag) and value[len(tag):].strip() != ""
 
 
-def _edit_from_table(spec_file: str, target: str, title: str, index: int, table: dict) -> Edit:
+def _check_kind(where: str, spec_file: str, table: dict, fork_only: bool) -> None:
+    """A .toml edit is upstreamable (URL or `new:`, no vllm._fork); a .fork.toml edit says `fork-only:`."""
+    upstream = table["upstream"].strip()
+    if fork_only:
+        if not _tagged(upstream, "fork-only:"):
+            raise ForkError(f"{where}: field 'upstream' must be 'fork-only: <reason>' in a {FORK_SUFFIX} file; "
+                            f"an upstreamable edit goes in {spec_file.removesuffix(FORK_SUFFIX)}{SUFFIX}")
+        return
+    home = f"{spec_file.removesuffix(SUFFIX)}{FORK_SUFFIX}"
+    if upstream.startswith("fork-only:"):
+        raise ForkError(f"{where}: says 'fork-only:' but {spec_file} holds upstreamable edits; move it to {home}")
+    if not (upstream.startswith("https://") or _tagged(upstream, "new:")):
+        raise ForkError(f"{where}: field 'upstream' must be a PR/issue URL (https://...) or "
+                        "'new: <why this is new upstream work>'")
+    if any(FORK_MODULE in str(value) for value in table.values()):
+        raise ForkError(f"{where}: uses {FORK_MODULE}, which never goes upstream; move it to {home} "
+                        "or write the change the way upstream would")
+
+
+def _edit_from_table(spec_file: str, target: str, title: str, pr: str | None, index: int,
+                     table: dict) -> Edit:
     where = f"{spec_file}: edit #{index + 1}"
     edit_id = table.get("id")
     if not isinstance(edit_id, str) or not edit_id:
@@ -67,9 +93,12 @@ def _edit_from_table(spec_file: str, target: str, title: str, index: int, table:
         if not isinstance(table.get(name), str) or not table[name].strip():
             raise ForkError(f"{where}: missing provenance field '{name}'; every edit says why, "
                             "its upstream reference and when to remove it")
-    if not _check_upstream(table["upstream"]):
-        raise ForkError(f"{where}: field 'upstream' must be a PR/issue URL (https://...) "
-                        "or 'fork-only: <reason>'")
+    _check_kind(where, spec_file, table, pr is None)
+    if "pr" in table:
+        if pr is None or not isinstance(table["pr"], str) or not table["pr"].strip():
+            raise ForkError(f"{where}: field 'pr' names a series entry (upstream-prs/series.toml); "
+                            f"only edits of a {SUFFIX} (not {FORK_SUFFIX}) file take it")
+        pr = table["pr"].strip()
     unknown = set(table) - COMMON - set(fields)
     if unknown:
         raise ForkError(f"{where}: unknown field(s) {sorted(unknown)} for op {op}; "
@@ -88,29 +117,38 @@ def _edit_from_table(spec_file: str, target: str, title: str, index: int, table:
     if op == "ensure_import" and expect > 1:
         raise ForkError(f"{where}: ensure_import takes expect = 1 (extend the import) or 0 (new line)")
     return Edit(spec_file, target, title, edit_id, op, params, expect,
-                table["why"].strip(), table["upstream"].strip(), table["remove_when"].strip())
+                table["why"].strip(), table["upstream"].strip(), table["remove_when"].strip(), pr)
 
 
 def load_spec(path: Path, edits_root: Path, repo_root: Path) -> list[Edit]:
     """Parse one spec file; any problem raises ForkError naming the file and the edit."""
     spec_file = path.relative_to(repo_root).as_posix()
     if not path.name.endswith(SUFFIX):
-        raise ForkError(f"{spec_file}: spec files are named <upstream path>{SUFFIX}")
-    target = path.relative_to(edits_root).as_posix()[: -len(SUFFIX)]
+        raise ForkError(f"{spec_file}: spec files are named <upstream path>{SUFFIX} or <upstream path>{FORK_SUFFIX}")
+    fork_only = path.name.endswith(FORK_SUFFIX)
+    target = path.relative_to(edits_root).as_posix()[: -len(FORK_SUFFIX if fork_only else SUFFIX)]
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ForkError(f"{spec_file}: not valid TOML ({exc})") from exc
-    unknown = set(data) - {"title", "edit"}
+    unknown = set(data) - {"title", "edit"} - (set() if fork_only else {"pr"})
     if unknown:
-        raise ForkError(f"{spec_file}: unknown top-level key(s) {sorted(unknown)}; use [[edit]] tables")
-    title = data.get("title")
-    if not isinstance(title, str) or not title.strip():
-        raise ForkError(f"{spec_file}: missing top-level 'title' (the subject of its upstream patch)")
+        raise ForkError(f"{spec_file}: unknown top-level key(s) {sorted(unknown)}; use [[edit]] tables"
+                        + (f" (a {FORK_SUFFIX} file is never exported: no 'pr')" if "pr" in unknown else ""))
+    title = data.get("title", "")
+    if not isinstance(title, str):
+        raise ForkError(f"{spec_file}: top-level 'title' must be a string")
+    pr = None
+    if not fork_only:
+        pr = data.get("pr")
+        if not isinstance(pr, str) or not pr.strip():
+            raise ForkError(f"{spec_file}: missing top-level 'pr' (the id of its entry in upstream-prs/series.toml); "
+                            f"edits that stay in the fork go in {spec_file.removesuffix(SUFFIX)}{FORK_SUFFIX}")
+        pr = pr.strip()
     tables = data.get("edit")
     if not isinstance(tables, list) or not tables:
         raise ForkError(f"{spec_file}: no [[edit]] tables; delete the file or add an edit")
-    edits = [_edit_from_table(spec_file, target, title.strip(), i, t) for i, t in enumerate(tables)]
+    edits = [_edit_from_table(spec_file, target, title.strip(), pr, i, t) for i, t in enumerate(tables)]
     ids = [edit.id for edit in edits]
     duplicate = next((i for i in ids if ids.count(i) > 1), None)
     if duplicate:
@@ -119,8 +157,9 @@ def load_spec(path: Path, edits_root: Path, repo_root: Path) -> list[Edit]:
 
 
 def load_all(edits_root: Path, repo_root: Path) -> list[Edit]:
-    """All edits under edits_root, in path order; stray non-spec files are an error, not skipped."""
+    """All edits under edits_root by upstream path, each file's upstreamable edits before its fork-only ones
+    (which may anchor on them); stray non-spec files are an error, not skipped."""
     edits: list[Edit] = []
     for path in sorted(p for p in edits_root.rglob("*") if p.is_file()):
         edits.extend(load_spec(path, edits_root, repo_root))
-    return edits
+    return sorted(edits, key=lambda e: (e.target, e.fork_only))  # stable: spec order within each file

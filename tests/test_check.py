@@ -20,7 +20,7 @@ GLM_MTP = {"edits/vllm/models/glm5next/common/mtp.py.toml"}
 GLM_MTP_ALL = GLM_MTP | {"edits/vllm/config/speculative.py.toml",
                          "edits/vllm/transformers_utils/model_arch_config_convertor.py.toml"}
 # KV planning moved out of kv_cache_utils.py into its own module in 0.33.0; the draft packing edits it.
-KV_PLANNING = {"edits/vllm/v1/core/kv_cache_planning.py.toml"}
+KV_PLANNING = {"edits/vllm/v1/core/kv_cache_planning.py.fork.toml"}
 
 
 def _statuses(stdout: str) -> dict[tuple[str, str], str]:

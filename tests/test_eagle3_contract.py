@@ -1,4 +1,4 @@
-"""The installed fork's EAGLE3 contract at run time: early refusal at config validation, clear runner errors."""
+"""The installed fork's EAGLE3 contract at run time: early refusal while the speculative config is validated."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import torch
 
-from conftest import skeleton
 from vllm._fork.eagle3 import NOT_IMPLEMENTED, refuse_known_unsupported_target
 
 PROBE = Path(__file__).parent / "scripts" / "spec_config_probe.py"
@@ -64,38 +62,3 @@ def test_every_aux_state_method_is_refused(method):
 ], ids=["mtp", "ngram", "eagle3-no-aux", "declared-and-implemented", "no-target"])
 def test_what_is_not_refused(spec):
     refuse_known_unsupported_target(spec)
-
-
-def test_v2_runner_error_names_class_method_and_what_to_do():
-    from vllm.model_executor.models.exaone4 import Exaone4ForCausalLM, Exaone4Model
-    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import set_eagle3_aux_hidden_state_layers
-
-    target = skeleton(Exaone4ForCausalLM)
-    target.model = skeleton(Exaone4Model)
-    with pytest.raises(RuntimeError) as raised:
-        set_eagle3_aux_hidden_state_layers(target, _spec("dflash"))
-    message = str(raised.value)
-    assert message.startswith("Model does not support EAGLE3 interface: "
-                              "vllm.model_executor.models.exaone4.Exaone4ForCausalLM does not declare SupportsEagle3")
-    assert "method 'dflash'" in message
-    assert "Its language model Exaone4Model records no aux hidden states." in message
-    assert "Use method 'ngram', 'draft_model', or 'mtp'" in message
-
-
-def test_v1_runner_error_says_when_only_the_declaration_is_missing():
-    from vllm.model_executor.models.llama import LlamaModel
-    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
-
-    class OutOfTreeForCausalLM(torch.nn.Module):  # wraps a capturing decoder, forgets the declaration
-        pass
-
-    target = skeleton(OutOfTreeForCausalLM)
-    target.model = skeleton(LlamaModel)
-    runner = SimpleNamespace(use_aux_hidden_state_outputs=True, get_model=lambda: target,
-                             speculative_config=_spec("eagle3"))
-    with pytest.raises(RuntimeError) as raised:
-        GPUModelRunner._setup_eagle3_aux_hidden_state_outputs(runner)
-    message = str(raised.value)
-    assert "OutOfTreeForCausalLM does not declare SupportsEagle3" in message
-    assert "method 'eagle3'" in message
-    assert "Its language model LlamaModel already records aux hidden states" in message

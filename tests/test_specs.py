@@ -1,4 +1,5 @@
-"""Bad spec input stops with one line naming the spec file, the edit and what to do."""
+"""Bad spec input stops with one line naming the spec file, the edit and what to do; upstreamable and fork-only
+edits live apart, and every upstreamable spec names a PR of the series (and every PR has a spec)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ from pathlib import Path
 import pytest
 
 from forktool.errors import ForkError
+from forktool.migrate import migrate_text
+from forktool.series import check_series, load_series
 from forktool.specs import load_all, load_spec
 
+
 GOOD = '''title = "[Bugfix] Declare B on C"
+pr = "p"
 
 [[edit]]
 id = "declare"
@@ -20,6 +25,9 @@ why = "because"
 upstream = "https://github.com/vllm-project/vllm/pull/1"
 remove_when = "upstream has it"
 '''
+
+FORK_ONLY = GOOD.replace('pr = "p"\n', "").replace(
+    'upstream = "https://github.com/vllm-project/vllm/pull/1"', 'upstream = "fork-only: stays here"')
 
 
 def _spec(tmp_path: Path, text: str, name: str = "vllm/m.py.toml") -> Path:
@@ -40,15 +48,24 @@ def test_good_spec_targets_the_mirrored_upstream_path(tmp_path):
     (('why = "because"\n', ''), "edit 'declare': missing provenance field 'why'"),
     (('remove_when = "upstream has it"\n', ''), "edit 'declare': missing provenance field 'remove_when'"),
     (('upstream = "https://github.com/vllm-project/vllm/pull/1"', 'upstream = "PR 1"'),
-     "edit 'declare': field 'upstream' must be a PR/issue URL"),
-    (('upstream = "https://github.com/vllm-project/vllm/pull/1"', 'upstream = "fork-only:  "'),
-     "field 'upstream' must be"),
+     "edit 'declare': field 'upstream' must be a PR/issue URL (https://...) or 'new: <why"),
+    (('upstream = "https://github.com/vllm-project/vllm/pull/1"', 'upstream = "new:  "'), "field 'upstream' must be"),
+    (('upstream = "https://github.com/vllm-project/vllm/pull/1"', 'upstream = "fork-only: mine"'),
+     "edit 'declare': says 'fork-only:' but edits/vllm/m.py.toml holds upstreamable edits; move it to "
+     "edits/vllm/m.py.fork.toml"),
+    (('base = "B"', 'base = "vllm._fork.B"'), "edit 'declare': uses vllm._fork, which never goes upstream; "
+     "move it to edits/vllm/m.py.fork.toml"),
+    (('why = "because"', 'why = "see vllm._fork.eagle3"'), "edit 'declare': uses vllm._fork"),
+    (('pr = "p"\n', ''), "missing top-level 'pr' (the id of its entry in upstream-prs/series.toml); edits that "
+     "stay in the fork go in edits/vllm/m.py.fork.toml"),
+    (('pr = "p"', 'pr = 3'), "missing top-level 'pr'"),
+    (('base = "B"', 'base = "B"\npr = ""'), "edit 'declare': field 'pr' names a series entry"),
     (('base = "B"\n', ''), "edit 'declare': missing field 'base' required by op add_base"),
     (('base = "B"', 'base = "B"\nbases = "X"'), "edit 'declare': unknown field(s) ['bases']"),
     (('id = "declare"\n', ''), "edit #1: missing field 'id'"),
     (('op = "add_base"', 'op = "add_base"\nexpect = -1'), "field 'expect' must be a non-negative integer"),
     (('[[edit]]', '[edit]'), "no [[edit]] tables"),
-    (('title = "[Bugfix] Declare B on C"', ''), "missing top-level 'title'"),
+    (('title = "[Bugfix] Declare B on C"', 'title = 1'), "top-level 'title' must be a string"),
     (('id = "declare"', 'id = "declare"\nid = "again"'), "not valid TOML"),
 ])
 def test_bad_spec_is_one_clear_line(tmp_path, change, message):
@@ -66,7 +83,7 @@ def test_duplicate_ids_and_stray_files_are_refused(tmp_path):
         load_all(tmp_path / "edits", tmp_path)
     (tmp_path / "edits" / "vllm" / "m.py.toml").unlink()
     _spec(tmp_path, "notes", name="vllm/README.md")
-    with pytest.raises(ForkError, match=r"edits/vllm/README.md: spec files are named <upstream path>\.toml"):
+    with pytest.raises(ForkError, match=r"edits/vllm/README.md: spec files are named <upstream path>\.toml or"):
         load_all(tmp_path / "edits", tmp_path)
 
 
@@ -80,12 +97,99 @@ def test_ensure_import_takes_only_zero_or_one(tmp_path):
 def test_repository_specs_all_load_with_provenance(project):
     edits = project.edits()
     spec_files = sorted(p.relative_to(project.root / "edits") for p in (project.root / "edits").rglob("*.toml"))
-    assert sorted({e.target for e in edits}) == sorted(str(p)[: -len(".toml")] for p in spec_files)
+    assert sorted({e.target for e in edits}) == sorted({str(p).removesuffix(".toml").removesuffix(".fork")
+                                                        for p in spec_files})
     assert {  # the three seeds stay covered
         "vllm/models/kimi_k3/amd/linear.py",
         "vllm/models/kimi_k3/nvidia/model.py",
         "vllm/model_executor/models/qwen3_next.py",
     } <= {e.target for e in edits}
+    series = {pr.id for pr in project.series()}
     for edit in edits:
         assert edit.why and edit.remove_when
-        assert edit.upstream.startswith(("https://", "fork-only:"))
+        if edit.fork_only:
+            assert edit.spec_file.endswith(".fork.toml") and edit.upstream.startswith("fork-only:")
+        else:
+            assert edit.upstream.startswith(("https://", "new:")) and edit.pr in series
+            assert not any("vllm._fork" in v for v in edit.params.values())
+
+
+def test_fork_only_spec_file(tmp_path):
+    [edit] = load_spec(_spec(tmp_path, FORK_ONLY, "vllm/m.py.fork.toml"), tmp_path / "edits", tmp_path)
+    assert (edit.target, edit.fork_only, edit.pr) == ("vllm/m.py", True, None)
+    for text, message in [
+        (FORK_ONLY.replace('"fork-only: stays here"', '"https://github.com/vllm-project/vllm/pull/1"'),
+         "edit 'declare': field 'upstream' must be 'fork-only: <reason>' in a .fork.toml file; an upstreamable "
+         "edit goes in edits/vllm/m.py.toml"),
+        ('pr = "p"\n' + FORK_ONLY, "unknown top-level key(s) ['pr']"),
+        (FORK_ONLY.replace('base = "B"', 'base = "B"\npr = "p"'), "edit 'declare': field 'pr' names a series"),
+    ]:
+        with pytest.raises(ForkError) as info:
+            load_spec(_spec(tmp_path, text, "vllm/m.py.fork.toml"), tmp_path / "edits", tmp_path)
+        assert str(info.value).startswith("edits/vllm/m.py.fork.toml: ") and message in str(info.value)
+
+
+def test_upstreamable_edits_come_before_fork_only_ones_of_the_same_file(tmp_path):
+    _spec(tmp_path, FORK_ONLY.replace('id = "declare"', 'id = "mine"'), "vllm/m.py.fork.toml")
+    _spec(tmp_path, GOOD.replace('[[edit]]', '[[edit]]\npr = "q"', 1))
+    _spec(tmp_path, GOOD, "vllm/l.py.toml")
+    edits = load_all(tmp_path / "edits", tmp_path)
+    assert [(e.target, e.id, e.pr) for e in edits] == [
+        ("vllm/l.py", "declare", "p"), ("vllm/m.py", "declare", "q"), ("vllm/m.py", "mine", None)]
+
+
+SERIES = '''[[pr]]
+id = "p"
+title = "[Bugfix] Declare B on C"
+body = "C already captures."
+tests = ["tests/test_p.py"]
+'''
+
+
+def _series(tmp_path: Path, text: str, tests=("tests/test_p.py",)):
+    (tmp_path / "upstream-prs").mkdir(exist_ok=True)
+    (tmp_path / "upstream-prs" / "series.toml").write_text(text)
+    for test in tests:
+        (tmp_path / "upstream-prs" / test).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "upstream-prs" / test).write_text("def test_p():\n    pass\n")
+
+
+def test_series_and_specs_name_each_other(tmp_path):
+    _series(tmp_path, SERIES)
+    [pr] = load_series(tmp_path)
+    assert (pr.id, pr.tests, pr.depends_on) == ("p", ("tests/test_p.py",), ())
+    edits = load_spec(_spec(tmp_path, GOOD), tmp_path / "edits", tmp_path)
+    check_series([pr], edits)
+    with pytest.raises(ForkError, match=r"^edits/vllm/m.py.toml: edit 'declare': pr 'q' is not an entry of "
+                                        r"upstream-prs/series.toml"):
+        check_series([pr], load_spec(_spec(tmp_path, GOOD.replace('pr = "p"', 'pr = "q"')), tmp_path / "edits",
+                                     tmp_path))
+    with pytest.raises(ForkError, match=r"^upstream-prs/series.toml: pr 'p' has no edits \(no edits/\*\*.toml "
+                                        r"names it with pr = \"p\"\)"):
+        check_series([pr], [])
+
+
+@pytest.mark.parametrize("change, message", [
+    (('tests = ["tests/test_p.py"]', 'tests = ["tests/test_q.py"]'),
+     "pr 'p': test tests/test_q.py is not a file at upstream-prs/tests/test_q.py"),
+    (('tests = ["tests/test_p.py"]', 'tests = []'), "pr 'p': field 'tests' lists"),
+    (('body = "C already captures."\n', ''), "pr 'p': missing field 'body'"),
+    (('id = "p"', 'id = "p"\ndepends_on = ["later"]'), "pr 'p': depends on 'later', which is not an earlier"),
+    (('id = "p"', 'id = "p"\nfiles = []'), "pr 'p': unknown field(s) ['files']"),
+])
+def test_bad_series_entry_is_one_line(tmp_path, change, message):
+    _series(tmp_path, SERIES.replace(*change))
+    with pytest.raises(ForkError) as info:
+        load_series(tmp_path)
+    assert str(info.value).startswith("upstream-prs/series.toml: ") and message in str(info.value)
+
+
+def test_migration_of_an_old_schema_spec(tmp_path):
+    old = GOOD.replace('pr = "p"\n', "").replace('"https://github.com/vllm-project/vllm/pull/1"',
+                                                    '"fork-only: found by the audit"')
+    with pytest.raises(ForkError, match="missing top-level 'pr'"):
+        load_spec(_spec(tmp_path, old), tmp_path / "edits", tmp_path)
+    [edit] = load_spec(_spec(tmp_path, migrate_text(old, "p")), tmp_path / "edits", tmp_path)
+    assert (edit.pr, edit.upstream) == ("p", "new: found by the audit")
+    with pytest.raises(ValueError, match="uses vllm._fork"):
+        migrate_text(old.replace('base = "B"', 'base = "vllm._fork.B"'), "p")

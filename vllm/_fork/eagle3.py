@@ -1,4 +1,4 @@
-"""The fork's EAGLE3 contract at run time: refuse known-unsound targets early and explain the rest."""
+"""The fork's EAGLE3 contract at run time: refuse targets known to declare SupportsEagle3 without aux capture."""
 
 from __future__ import annotations
 
@@ -31,9 +31,6 @@ NOT_IMPLEMENTED: dict[str, tuple[str, str]] = {
     ),
 }
 
-_ALTERNATIVES = "method 'ngram', 'draft_model', or 'mtp' when the checkpoint has MTP layers"
-
-
 def needs_aux_hidden_states(spec_config: Any) -> bool:
     """True when the configured drafter reads the target's auxiliary hidden states."""
     method = getattr(spec_config, "method", None)
@@ -65,40 +62,3 @@ def refuse_known_unsupported_target(spec_config: Any) -> None:
                 f"speculative method '{spec_config.method}' cannot run on {arch}: the drafter needs the "
                 f"target's auxiliary hidden states, and {reason}. Use {alternative} instead."
             )
-
-
-def _language_model_holder(model: Any) -> Any:
-    """The module the protocol's default setter would configure (language model, then `.model`)."""
-    parent = model
-    if hasattr(model, "get_language_model"):
-        parent = model.get_language_model()
-    elif hasattr(model, "language_model"):
-        parent = model.language_model
-    return getattr(parent, "model", parent)
-
-
-def eagle3_unsupported_message(model: Any, spec_config: Any = None) -> str:
-    """The error for a target without SupportsEagle3: what it is, which method, and what to do."""
-    cls = model if isinstance(model, type) else type(model)
-    name = f"{cls.__module__}.{cls.__qualname__}"
-    method = getattr(spec_config, "method", None) or "eagle3"
-    diagnosis = ""
-    if not isinstance(model, type):
-        try:
-            from vllm.model_executor.models.interfaces import EagleModelMixin
-
-            holder = _language_model_holder(model)
-            if isinstance(holder, EagleModelMixin):
-                diagnosis = (
-                    f" Its language model {type(holder).__name__} already records aux hidden states, so only "
-                    "the declaration is missing: add SupportsEagle3 to the class bases (please report it)."
-                )
-            else:
-                diagnosis = f" Its language model {type(holder).__name__} records no aux hidden states."
-        except Exception:  # the message must never hide the original failure
-            diagnosis = ""
-    return (
-        f"Model does not support EAGLE3 interface: {name} does not declare SupportsEagle3, which speculative "
-        f"method '{method}' needs to read auxiliary hidden states from the target.{diagnosis} "
-        f"Use {_ALTERNATIVES} instead."
-    )

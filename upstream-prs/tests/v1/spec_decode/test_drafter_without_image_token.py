@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright contributors to the vLLM project
+"""The EAGLE drafter loads over a multimodal target without an image placeholder."""
+
+from types import SimpleNamespace
+
+import pytest
+from torch import nn
+
+from vllm.model_executor.models.interfaces import SupportsMultiModal
+from vllm.v1.spec_decode import llm_base_proposer
+from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+
+
+class AudioOnlyTarget(nn.Module, SupportsMultiModal):
+    """Like Qwen2-Audio: multimodal, but its config has no image_token_index."""
+
+    def __init__(self):
+        super().__init__()
+        self.config = SimpleNamespace(audio_token_index=7)
+
+    def get_language_model(self) -> nn.Module:
+        return self
+
+
+class _LoadedPastPlaceholder(Exception):
+    pass
+
+
+def test_load_model_without_image_token_index(monkeypatch):
+    monkeypatch.setattr(
+        llm_base_proposer, "get_layers_from_vllm_config", lambda *args: {}
+    )
+    draft = nn.Module()
+    draft.config = SimpleNamespace()
+    proposer = object.__new__(SpecDecodeBaseProposer)
+    proposer.vllm_config = None
+    proposer.supports_mm_inputs = False
+    proposer._get_model = lambda: draft
+
+    def stop(*args, **kwargs):
+        raise _LoadedPastPlaceholder
+
+    proposer._maybe_share_embeddings = stop
+    with pytest.raises(_LoadedPastPlaceholder):
+        proposer.load_model(AudioOnlyTarget())
+    assert draft.config.image_token_index is None
