@@ -106,7 +106,7 @@ def test_pr_tests_fail_on_stock(upstream_wheel, project, tmp_path):
     failing = set(re.findall(r"^(?:FAILED|ERROR) (\S+?\.py)", done.stdout, re.MULTILINE))
     assert {Path(f).name for f in failing} == {Path(t).name for t in tests}, done.stdout[-3000:]
     # Each fails on the defect its PR fixes, not on a broken test.
-    for defect in ("lacks SupportsEagle3", "has no attribute 'image_token_index'",
+    for defect in ("lacks SupportsEagle3", "does not declare SupportsEagle3", "has no attribute 'image_token_index'",
                    "in 'Model does not support EAGLE3 interface but aux_hidden_state_outputs was requested'",
                    "assert 'glm5_next_text' == 'glm5_next_mtp'", "has no attribute 'num_nextn_predict_layers'",
                    "vllm/models/glm5next/common/model.py", "[type=literal_error, input_value='dflash2'"):

@@ -167,7 +167,9 @@ class _StreamLayer(nn.Module):
         self.kind = kind
 
     def forward(self, *args, **kwargs):
-        tensors = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+        tensors = [
+            a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()
+        ]
         hidden = kwargs.get("hidden_states", tensors[0] if tensors else None)
         residual = kwargs.get("residual", tensors[1] if len(tensors) > 1 else None)
         if self.kind == "split":
