@@ -7,6 +7,7 @@ from typing import Any
 from vllm._fork.spec_check import tables
 from vllm._fork.spec_check.findings import FAIL, INFO, PASS, WARN, Finding
 from vllm._fork.spec_check.gpus import Gpu
+from vllm._fork.vocabulary import AuditStatus
 
 
 def one_line(exc: BaseException) -> str:
@@ -111,6 +112,9 @@ def aux_contract(arch: str, gpu: Gpu, text_archs: list[str]) -> Finding:
                            f"model {inner[0]} records aux hidden states")
         return Finding("EAGLE3 contract", WARN, f"{row['cls']}: {row['reason']}; cannot tell from configs",
                        "the runner checks at load time")
+    if row["status"] == AuditStatus.UNSUPPORTED:  # the reason says why no speculative method can work
+        return Finding("EAGLE3 contract", FAIL, f"{row['cls']}: {row['status']} ({row['reason']})",
+                       "serve this architecture without --speculative-config")
     return Finding("EAGLE3 contract", FAIL, f"{row['cls']}: {row['status']} ({row['reason']})",
                    "use method mtp, ngram or draft_model for this target")
 
