@@ -30,6 +30,9 @@ FILES = {
             "DeferForCausalLM": ("drop", "DeferForCausalLM"),
             "RelayASR": ("relay", "RelayASR"),
             "BentASR": ("relay", "BentASR"),
+            "SsmForCausalLM": ("ssm", "SsmForCausalLM"),
+            "HybridSsmForCausalLM": ("hybrid_ssm", "HybridSsmForCausalLM"),
+            "Ssm2ForCausalLM": ("ssm2", "Ssm2ForCausalLM"),
         }
         _MULTIMODAL_MODELS = {
             "WrapVL": ("wrap", "WrapVL"),
@@ -141,6 +144,31 @@ FILES = {
             def __init__(self):
                 self.model = Deferring()
     """,
+    "vllm/model_executor/models/ssm.py": """
+        from vllm.model_executor.layers.mamba.mamba_mixer import MambaMixer
+        class SsmModel(nn.Module):
+            def __init__(self):
+                self.mixer = MambaMixer()
+        class SsmForCausalLM(nn.Module):
+            def __init__(self):
+                self.backbone = SsmModel()
+    """,
+    "vllm/model_executor/models/hybrid_ssm.py": """
+        from .interfaces import SupportsEagle3
+        from .ssm import SsmModel
+        class HybridSsmForCausalLM(nn.Module, SupportsEagle3):
+            def __init__(self):
+                self.model = SsmModel()
+    """,
+    "vllm/model_executor/models/ssm2.py": """
+        from vllm.model_executor.layers.mamba.mamba_mixer2 import MambaMixer2
+        class Ssm2Model(nn.Module):
+            def __init__(self):
+                self.mixer = MambaMixer2()
+        class Ssm2ForCausalLM(nn.Module):
+            def __init__(self):
+                self.model = Ssm2Model()
+    """,
     "vllm/model_executor/models/wrap.py": """
         from .interfaces import SupportsEagle3, SupportsMultiModal
         from .utils import init_vllm_registered_model
@@ -175,6 +203,10 @@ def rows():
     ("GoodEmbed", "good", "not applicable", ""),
     ("DropForCausalLM", "drop", "broken-declared-not-implemented", "model -> Dropping"),
     ("DeferForCausalLM", "drop", "works", "model -> Deferring"),
+    # Mamba-1 layers cannot roll rejected drafts back: in the outer class's module or in its decoder's.
+    ("SsmForCausalLM", "ssm", "unsupported", "self -> SsmForCausalLM"),
+    ("HybridSsmForCausalLM", "hybrid_ssm", "unsupported", "model -> SsmModel"),
+    ("Ssm2ForCausalLM", "ssm2", "not applicable", "model -> Ssm2Model"),  # Mamba-2 handles drafts
 ])
 def test_classification(rows, arch, module, status, holder):
     row = rows[(arch, module)]
@@ -192,6 +224,19 @@ def test_reasons_and_forward_pass_through(rows):
     assert rows[("RelayASR", "relay")].holder == "model.decoder -> GoodModel"
     assert rows[("RelayASR", "relay")].passes_through is True
     assert rows[("BentASR", "relay")].passes_through is False
+
+
+def test_unsupported_rows_say_why_no_speculative_method_works(rows):
+    for key in (("SsmForCausalLM", "ssm"), ("HybridSsmForCausalLM", "hybrid_ssm")):
+        assert rows[key].reason.startswith("Mamba-1 layers (MambaMixer) keep one state per request"), rows[key]
+
+
+def test_an_empty_refusal_table_refuses_nothing():
+    files = {path: textwrap.dedent(text) for path, text in FILES.items()}
+    files["vllm/_fork/eagle3.py"] = "NOT_IMPLEMENTED: dict[str, tuple[str, str]] = {}\n"
+    rows = {(r.arch, r.cls.rsplit(".", 2)[-2]): r for r in classify(SourceTree(files.__getitem__, set(files)))}
+    assert rows[("LieForCausalLM", "lie")].status == "broken-declared-not-implemented"
+    assert not [r for r in rows.values() if r.status == "refused by fork"]
 
 
 def test_refusal_table_turns_declared_not_implemented_into_refused(rows):

@@ -206,4 +206,5 @@ def test_shipped_contract_table_is_the_audit_of_the_fork(built, project, upstrea
     # The build has no upstream baseline to compare with, so what the audit calls fixed ships as works.
     assert shipped == {(r.arch, r.cls): WORKS if r.status == FIXED else r.status for r in audit}
     assert shipped[("KimiLinearForCausalLM", "vllm.models.kimi_k3.amd.linear.KimiLinearForCausalLM")] == WORKS
-    assert shipped[("MiMoForCausalLM", "vllm.model_executor.models.mimo.MiMoForCausalLM")] == "refused by fork"
+    assert shipped[("MiMoForCausalLM", "vllm.model_executor.models.mimo.MiMoForCausalLM")] == WORKS
+    assert shipped[("MambaForCausalLM", "vllm.model_executor.models.mamba.MambaForCausalLM")] == "unsupported"

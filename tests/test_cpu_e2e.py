@@ -182,5 +182,7 @@ def test_audit_of_the_cpu_base_before_and_after_the_fork(fork_tree, tmp_path):
               (("before", before), ("after", after))}
     assert (counts["before"]["broken-undeclared"], counts["before"]["broken-declared-not-implemented"]) == (27, 4)
     assert (counts["after"]["broken-undeclared"], counts["after"]["broken-declared-not-implemented"]) == (0, 0)
-    assert counts["after"]["refused by fork"] == 4
-    assert counts["after"]["works"] == counts["before"]["works"] + 27
+    # Nothing is refused any more: the 4 declared-without-capture targets capture on the fork, as do the
+    # classes the fork makes capture (not applicable before), so works grows by at least the broken rows.
+    assert counts["after"]["refused by fork"] == 0
+    assert counts["after"]["works"] >= counts["before"]["works"] + 27 + 4

@@ -17,7 +17,9 @@ H100, MI300X = GPUS["h100"], GPUS["mi300x"]
 @pytest.mark.parametrize("arch, gpu, text_archs, status, phrase", [
     ("Qwen3NextForCausalLM", H100, [], PASS, "Qwen3NextModel records aux hidden states"),
     ("KimiLinearForCausalLM", MI300X, [], PASS, "kimi_k3.amd.linear.KimiLinearForCausalLM declares"),
-    ("MiMoForCausalLM", H100, [], FAIL, "refused by fork"),
+    ("MiMoForCausalLM", H100, [], PASS, "MiMoModel records aux hidden states"),  # refused before the fork captured
+    ("Qwen4ExpForConditionalGeneration", H100, [], PASS, "Qwen4ExpModel records aux hidden states"),
+    ("MambaForCausalLM", H100, [], FAIL, "Mamba-1 layers (MambaMixer) keep one state per request"),
     # The language model comes from the checkpoint: decided by the text config's architecture.
     ("LlavaForConditionalGeneration", H100, ["LlamaForCausalLM"], PASS, "its language model LlamaForCausalLM"),
     ("LlavaForConditionalGeneration", H100, ["NoSuchForCausalLM"], UNKNOWN, "cannot tell from configs"),

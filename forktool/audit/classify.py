@@ -14,13 +14,14 @@ from forktool.audit.registry import (
     read_registry,
 )
 from forktool.audit.symbols import SourceTree
+from forktool.audit.unsupported import unsupported_reason
 from forktool.errors import ForkError
 from forktool.vocabulary import AuditStatus
 
 WORKS, FIXED = AuditStatus.WORKS, AuditStatus.FIXED
 UNDECLARED, NOT_IMPLEMENTED = AuditStatus.UNDECLARED, AuditStatus.NOT_IMPLEMENTED
 NOT_APPLICABLE_STATUS, UNRESOLVABLE = AuditStatus.NOT_APPLICABLE, AuditStatus.UNRESOLVABLE
-REFUSED = AuditStatus.REFUSED
+REFUSED, UNSUPPORTED = AuditStatus.REFUSED, AuditStatus.UNSUPPORTED
 # The fork's table of declared-but-not-implemented targets that config validation refuses early.
 REFUSAL_MODULE, REFUSAL_TABLE = "vllm._fork.eagle3", "NOT_IMPLEMENTED"
 FORK_FOLDER = "vllm/_fork/"  # a tree with files here is a fork tree, which must hold the refusal table
@@ -96,7 +97,11 @@ def classify(tree: SourceTree) -> list[Row]:
             contract = reader.contract(ref)
             status = _verdict(contract.declared, contract.implemented)
             reason = contract.reason
-            if status is None:
+            modules = [ref.module, *(key.rpartition(".")[0] for key in contract.holder_classes)]
+            unsupported = unsupported_reason(tree, modules)
+            if unsupported:
+                status, reason = UNSUPPORTED, unsupported
+            elif status is None:
                 status = UNRESOLVABLE
             elif status == NOT_APPLICABLE_STATUS:
                 reason = f"{reason}: {NO_CAPTURE}" if reason else NO_CAPTURE

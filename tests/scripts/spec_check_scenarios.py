@@ -133,8 +133,9 @@ def write(root: Path) -> dict[str, Scenario]:
     _folder(root, "dflash1_draft", _dflash_draft("DFlashDraftModel", [0, 2]))
     _folder(root, "dflash2_too_deep", _dflash_draft("DFlash2DraftModel", [0, 2, 9]))
     _folder(root, "dflash2_wrong_hidden", _dflash_draft("DFlash2DraftModel", [0, 2], target_hidden_size=256))
-    _folder(root, "mimo", dict(TINY_GLM_TEXT | {"num_key_value_heads": 2}, model_type="qwen2",
-                               architectures=["MiMoForCausalLM"], head_dim=32))
+    _folder(root, "mamba", {"architectures": ["MambaForCausalLM"], "model_type": "mamba", "vocab_size": 512,
+                            "hidden_size": 128, "state_size": 16, "num_hidden_layers": 4, "expand": 2,
+                            "conv_kernel": 4, "layer_norm_epsilon": 1e-5, "torch_dtype": "bfloat16"})
     _folder(root, "unknown_arch", {"architectures": ["Glm6ForCausalLM"], "model_type": "llama"})
     _folder(root, "broken_json", '{"architectures": ["LlamaForCausalLM"],')
     for name, config in (("qwen3_next", QWEN3_NEXT), ("qwen3_next_dflash", QWEN3_NEXT_DFLASH),
@@ -147,10 +148,10 @@ def scenarios(root: Path) -> dict[str, Scenario]:
     """The scenarios over the folders write(root) creates (paths only: cheap enough for test collection)."""
     root = Path(root)
     glm, dflash2 = str(root / model_configs.TARGET_DIR), str(root / model_configs.DRAFT_DIR)
-    glm_text, tiny, dflash1, too_deep, wide, mimo, unknown, broken, qwen, qwen_dflash, kimi, dspark = (
+    glm_text, tiny, dflash1, too_deep, wide, mamba, unknown, broken, qwen, qwen_dflash, kimi, dspark = (
         str(root / name) for name in (
             "glm53flash_text_only", "tiny_glm5", "dflash1_draft", "dflash2_too_deep", "dflash2_wrong_hidden",
-            "mimo", "unknown_arch", "broken_json", "qwen3_next", "qwen3_next_dflash", "kimi_k3_text", "k3_dspark"))
+            "mamba", "unknown_arch", "broken_json", "qwen3_next", "qwen3_next_dflash", "kimi_k3_text", "k3_dspark"))
     tp8 = ["--tensor-parallel-size", "8", "--enable-expert-parallel"]
     llama, eagle3, deepseek, deepseek_no_mtp = (str(root / name) for name in (
         "tiny_llama", "EAGLE3-tiny-llama", "tiny_deepseek_v3", "tiny_deepseek_v3_no_mtp"))
@@ -180,8 +181,8 @@ def scenarios(root: Path) -> dict[str, Scenario]:
                                                   "target hidden size 256"),
         "pp_without_aux_relay": Scenario([tiny, *_spec("dflash", dflash1), "--pipeline-parallel-size", "2"], 1,
                                          {"pipeline parallel": "fail"}, "pipeline parallelism"),
-        "refused_target": Scenario([mimo, *_spec("dflash", dflash1)], 1, {"speculative config": "fail"},
-                                   "cannot run on MiMoForCausalLM"),
+        "unsupported_target": Scenario([mamba, *_spec("dflash", dflash1)], 1, {"EAGLE3 contract": "fail"},
+                                       "serve this architecture without --speculative-config"),
         "heads_not_divisible": Scenario([tiny, *_spec("dflash", dflash1), "--tensor-parallel-size", "8"], 1,
                                         {"target parallelism": "fail"}, "divisible"),
         "unknown_architecture": Scenario([unknown, *_spec("mtp", None, 1)], 1, {"target architecture": "fail"},

@@ -10,26 +10,9 @@ AUX_METHODS = ("eagle3", "dflash", "dspark", "extract_hidden_states")
 
 # Architectures that declare SupportsEagle3 upstream although their decoder records no auxiliary
 # hidden states: vLLM would load every weight and then fail an assert. Each entry: why, and what works.
-NOT_IMPLEMENTED: dict[str, tuple[str, str]] = {
-    "MiMoForCausalLM": (
-        "MiMoModel.forward replaces the Qwen2 forward that records aux hidden states and records none",
-        "method 'mtp' (MiMo checkpoints carry MTP layers)",
-    ),
-    "Exaone4_5_ForConditionalGeneration": (
-        "its text decoder Exaone4Model records no aux hidden states (post-norm blocks: the capture other "
-        "decoders use would hand the drafter wrong states)",
-        "method 'mtp' (Exaone4_5_MTP)",
-    ),
-    "CohereCompassForConditionalGeneration": (
-        "its text decoder CohereCompassTextModel records no aux hidden states (parallel attention+MLP blocks)",
-        "method 'draft_model' or 'ngram' (there is no MTP head for this model)",
-    ),
-    "Qwen4ExpForConditionalGeneration": (
-        "its decoder Qwen4ExpModel carries hyper-connection streams that are combined only after the last "
-        "layer, so no per-layer hidden state exists to hand out",
-        "method 'mtp' (qwen4_exp_mtp)",
-    ),
-}
+# Empty while every such architecture captures on the fork (MiMo, Exaone4.5, CohereCompass and Qwen4Exp
+# record aux states through edits/); the audit reads this table and fails when it is missing.
+NOT_IMPLEMENTED: dict[str, tuple[str, str]] = {}
 
 def needs_aux_hidden_states(spec_config: Any) -> bool:
     """True when the configured drafter reads the target's auxiliary hidden states."""

@@ -44,6 +44,7 @@ class AuditStatus(StrEnum):
     NOT_IMPLEMENTED = "broken-declared-not-implemented"
     UNRESOLVABLE = "unresolvable statically"
     NOT_APPLICABLE = "not applicable"
+    UNSUPPORTED = "unsupported"  # generates text, but speculation cannot work for a reason other than capture
 
 
 class CheckStatus(StrEnum):

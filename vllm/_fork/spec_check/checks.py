@@ -179,6 +179,9 @@ def aux_contract(arch: str, gpu: Gpu, text_archs: list[str], alternative: str = 
                            f"model {inner[0]} records aux hidden states")
         return Finding(name, UNKNOWN, f"{row['cls']}: {row['reason']}; cannot tell from configs",
                        "the runner decides after loading; check on a GPU host before a long deployment")
+    if row["status"] == AuditStatus.UNSUPPORTED:  # the reason says why no speculative method can work
+        return Finding(name, FAIL, f"{row['cls']}: {row['status']} ({row['reason']})",
+                       "serve this architecture without --speculative-config")
     return Finding(name, FAIL, f"{row['cls']}: {row['status']} ({row['reason']})",
                    f"use draft_model{alternative} for this target")
 
