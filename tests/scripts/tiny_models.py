@@ -1,6 +1,6 @@
 """Tiny random checkpoints for the CPU end-to-end tests, built locally (no hub): targets and drafters.
 
-Usage: python tiny_models.py OUT_DIR   ->  OUT_DIR/{glm4,qwen2audio,eagle3,dflash,dflash_beyond_depth}
+Usage: python tiny_models.py OUT_DIR [BUILDER ...]  ->  OUT_DIR/<builder> for the builders named (default: all)
 Shapes: head_dim 32 (the CPU attention backend's minimum) and 8 target layers (EAGLE3's default aux
 layers (2, L//2, L-3) must be three distinct layers; L = 6 collapses two of them).
 """
@@ -136,7 +136,8 @@ if __name__ == "__main__":
     root = Path(sys.argv[1])
     builders = {"glm4": glm4, "qwen2audio": qwen2audio, "eagle3": eagle3, "dflash": dflash,
                 "dflash_beyond_depth": dflash_beyond_depth}
-    for name, build in builders.items():
+    for name in sys.argv[2:] or builders:  # the builders named (tests/test_cpu_e2e.py CASES), else all
+        build = builders[name]
         torch.manual_seed(0)
         (root / name).mkdir(parents=True, exist_ok=True)
         build(root / name)
