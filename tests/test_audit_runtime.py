@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import zipfile
-from functools import cache
-
 import pytest
 
-from conftest import load_class
-from forktool.audit.classify import classify, is_generation
-from forktool.audit.run import fork_and_upstream
-from forktool.fetch import fetch
-from forktool.project import REPO_ROOT, Project
+from conftest import fork_audit, load_class
+from forktool.audit.classify import is_generation
 from forktool.vocabulary import AuditStatus as S
 
 # Rows come from classify() on the fork tree alone, never compared with upstream: "fixed by fork" cannot occur.
@@ -19,13 +13,9 @@ LOOKED_AT = (S.WORKS, S.UNDECLARED, S.NOT_IMPLEMENTED, S.REFUSED, S.NOT_APPLICAB
 CAPTURES = (S.WORKS, S.UNDECLARED)
 
 
-@cache
 def _fork_rows() -> tuple:
-    """The fork's audit rows that were looked at, classified once (collection and the tests share them)."""
-    project = Project(REPO_ROOT)
-    path, _ = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
-    with zipfile.ZipFile(path) as wheel:
-        return tuple(r for r in classify(fork_and_upstream(project, wheel)[0]) if r.declared is not None)
+    """The fork's audit rows that were looked at (the session's one classification, shared with collection)."""
+    return tuple(r for r in fork_audit().fork if r.declared is not None)
 
 
 @pytest.fixture(scope="module")

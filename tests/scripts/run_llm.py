@@ -1,20 +1,26 @@
-"""One offline vLLM run on the CPU, greedy, reported as JSON (tokens, or the error that stopped it).
+"""Offline vLLM runs on the CPU, greedy, one after another in this interpreter, each reported as JSON.
 
-Usage: python run_llm.py OUT_JSON MODELS_DIR TARGET MODE [LLM_KWARGS_JSON]
-TARGET: glm4 | qwen2audio (folders of tiny_models.py); MODE: nospec | eagle3 | dflash.
+Usage: python run_llm.py RUNS_JSON
+RUNS_JSON is a list of runs: {"out": result JSON path, "log": log path, "model": target folder,
+"speculative": a speculative config or null, "extra": more LLM kwargs}. Each run's result is tokens or the
+error that stopped it; everything the run prints (its engine process included) goes to its own log.
 The vllm package is whatever this interpreter imports (PYTHONPATH may put the fork's tree first).
 """
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import sys
 import time
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 
 PROMPTS = [[2, 10, 11, 12, 13, 14, 15, 16], [2, 100, 37, 200, 5, 77], [2, *range(40, 72)]]
 MAX_TOKENS = 24
+NUM_SPECULATIVE_TOKENS = 2
 # The engine of every run; the KV pool is given explicitly so that spec-check can plan the same one.
 ENGINE = dict(dtype="float32", enforce_eager=True, max_model_len=256, max_num_seqs=4, kv_cache_memory_bytes=1 << 30)
 
@@ -28,23 +34,43 @@ def serve_flags() -> list[str]:
     return flags
 
 
-def _speculative(mode: str, models: Path) -> dict | None:
-    """`nospec`, `METHOD` (draft folder named like the method) or `METHOD:FOLDER`."""
-    if mode == "nospec":
+def speculative_config(speculative: dict | None, models: Path) -> dict | None:
+    """A case's speculative config with its draft folder made a path under `models`."""
+    if speculative is None:
         return None
-    method, _, folder = mode.partition(":")
-    return {"method": method, "model": str(models / (folder or method)), "num_speculative_tokens": 2}
+    return {"num_speculative_tokens": NUM_SPECULATIVE_TOKENS, **speculative,
+            "model": str(models / speculative["model"])}
 
 
-def run(models: Path, target: str, mode: str, extra: dict) -> dict:
-    """Generate with one engine; any failure is returned with its text, never raised."""
+@contextmanager
+def _output_to(log: Path):
+    """Send this process's stdout/stderr, and those of the engine processes it starts, to `log`."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log, "w") as sink:
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+def run(model: str, speculative: dict | None, extra: dict) -> dict:
+    """Generate with one engine and shut it down; any failure is returned with its text, never raised."""
     started = time.time()
+    llm = None
     try:
         import vllm
         from vllm import LLM, SamplingParams
 
-        llm = LLM(model=str(models / target), seed=0, speculative_config=_speculative(mode, models), **ENGINE,
-                  **extra)
+        llm = LLM(model=model, seed=0, speculative_config=speculative, **ENGINE, **extra)
         params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True)
         outputs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], params, use_tqdm=False)
         tokens = [list(o.outputs[0].token_ids) for o in outputs]
@@ -53,9 +79,15 @@ def run(models: Path, target: str, mode: str, extra: dict) -> dict:
     except BaseException as exc:  # noqa: BLE001 - the engine's own error is the result
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:],
                 "seconds": round(time.time() - started, 1)}
+    finally:
+        if llm is not None:  # the next run gets the cores and memory of this one's engine process
+            llm.llm_engine.engine_core.shutdown()
+        del llm
+        gc.collect()
 
 
 if __name__ == "__main__":  # vLLM spawns workers: the guard keeps them from re-running this
-    out, models, target, mode = sys.argv[1:5]
-    extra = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
-    Path(out).write_text(json.dumps(run(Path(models), target, mode, extra)))
+    for spec in json.loads(Path(sys.argv[1]).read_text()):
+        with _output_to(Path(spec["log"])):
+            result = run(spec["model"], spec["speculative"], spec.get("extra") or {})
+        Path(spec["out"]).write_text(json.dumps(result))

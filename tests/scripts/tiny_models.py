@@ -1,7 +1,6 @@
 """Tiny random checkpoints for the CPU end-to-end tests, built locally (no hub): targets and drafters.
 
-Usage: python tiny_models.py OUT_DIR [NAME ...]  ->  OUT_DIR/{glm4,qwen2audio,eagle3,dflash,dflash_beyond_depth}
-(or only the NAMEs given, among those and the capture targets gemma3, mixtral, qwen2_moe, glm4_moe)
+Usage: python tiny_models.py OUT_DIR [BUILDER ...]  ->  OUT_DIR/<builder> for the builders named (default: all)
 Shapes: head_dim 32 (the CPU attention backend's minimum) and 8 target layers (EAGLE3's default aux
 layers (2, L//2, L-3) must be three distinct layers; L = 6 collapses two of them).
 """
@@ -183,10 +182,9 @@ if __name__ == "__main__":
     root = Path(sys.argv[1])
     builders = {"glm4": glm4, "qwen2audio": qwen2audio, "eagle3": eagle3, "dflash": dflash,
                 "dflash_beyond_depth": dflash_beyond_depth}
-    capture = {"gemma3": gemma3, "mixtral": mixtral, "qwen2_moe": qwen2_moe, "glm4_moe": glm4_moe}
-    wanted = sys.argv[2:] or list(builders)
-    for name in wanted:
-        build = (builders | capture)[name]
+    builders |= {"gemma3": gemma3, "mixtral": mixtral, "qwen2_moe": qwen2_moe, "glm4_moe": glm4_moe}
+    for name in sys.argv[2:] or builders:  # the builders named (tests/test_cpu_e2e.py CASES), else all
+        build = builders[name]
         torch.manual_seed(0)
         (root / name).mkdir(parents=True, exist_ok=True)
         build(root / name)
