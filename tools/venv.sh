@@ -38,4 +38,9 @@ else  # no pip of its own: `python -m pip` runs the cached one and installs into
   "$python" -m venv --without-pip "$dest"
   purelib='import sysconfig; print(sysconfig.get_paths()["purelib"])'
   "$cached/bin/python" -c "$purelib" >"$("$dest/bin/python" -c "$purelib")/_cached_packages.pth"
+  # Native tools (ruff, typos) are found in the venv's own bin; scripts (#!) would run the cached interpreter.
+  for tool in "$cached"/bin/*; do
+    [ -f "$tool" ] && [ -x "$tool" ] && [ ! -e "$dest/bin/${tool##*/}" ] && [ "$(head -c2 "$tool")" != '#!' ] \
+      && ln -s "$tool" "$dest/bin/"
+  done
 fi
