@@ -25,6 +25,7 @@ def config(name: str) -> dict:
     ("Llama-3.1-70B", 70e9),
     ("Qwen3-8B", 8e9),
     ("Qwen3-30B-A3B", 30e9),
+    ("Qwen3-Coder-Next", 79_674_391_296),  # hybrid linear attention, 512 experts (published count, SOURCES.md)
 ])
 def test_parameter_count_matches_the_published_total(name, published):
     total = params.count(config(name)).total
@@ -65,3 +66,12 @@ def test_bytes_per_rank_split_experts_by_ep_and_layers_by_pp():
 def test_fit_against_memory_times_utilization(weights_gib, kv_gib, status):
     found, _ = weights.fit(GPUS["h100"], 0.92, None, weights_gib * GIB, kv_gib * GIB)
     assert found == status
+
+
+def test_gemma3_sliding_window_pattern_keeps_five_of_six_layers_at_their_window():
+    """Gemma-3 states `sliding_window_pattern: 6` (no layer_types): 8 of 48 layers are global, 40 hold 1024 tokens."""
+    gemma = config("gemma-3-12b")
+    assert params.layer_kinds(params._text(gemma)).count("full") == 8
+    per_token = weights.kv_bytes_per_token(gemma, 1, 2, 131072)
+    layer = 2 * 8 * 256 * 2  # K and V, 8 KV heads of 256, bf16
+    assert per_token == pytest.approx(layer * (8 + 40 * 1024 / 131072))

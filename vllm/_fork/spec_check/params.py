@@ -91,6 +91,9 @@ def layer_kinds(c: dict) -> list[str]:
     types = c.get("layer_types")
     if isinstance(types, list) and len(types) == count:
         return ["linear" if "linear" in t else "sliding" if "sliding" in t else "full" for t in types]
+    pattern = c.get("sliding_window_pattern")
+    if isinstance(pattern, int) and pattern > 0 and c.get("sliding_window"):  # Gemma-3: every pattern-th is global
+        return ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(count)]
     if c.get("full_attention_interval") and c.get("linear_num_key_heads"):
         interval = c["full_attention_interval"]
         return ["full" if (i + 1) % interval == 0 else "linear" for i in range(count)]

@@ -21,7 +21,10 @@ def _speculators_model(args, target: dict, stack: ExitStack) -> tuple[str, dict,
     """MODEL is a speculators checkpoint: serve runs its verifier with it as the draft (maybe_override_with_speculators)."""
     from vllm.transformers_utils.configs.speculators.base import SpeculatorsConfig
 
-    spec = SpeculatorsConfig.extract_vllm_speculative_config(config_dict=target)
+    try:
+        spec = SpeculatorsConfig.extract_vllm_speculative_config(config_dict=target)
+    except ValueError as exc:  # vLLM's own validation of the checkpoint's config: serve stops the same way
+        raise Refused(configs.SPECULATIVE, exc) from None
     method = spec["method"]
     spec.update(speculative_dict(args.speculative_config, args, required=False))
     spec["method"], spec["model"] = method, args.model  # the format fixes both, as in serve
