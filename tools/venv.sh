@@ -37,7 +37,9 @@ if [ "$mode" = link ]; then
 else  # no pip of its own: `python -m pip` runs the cached one and installs into DEST
   "$python" -m venv --without-pip "$dest"
   purelib='import sysconfig; print(sysconfig.get_paths()["purelib"])'
-  "$cached/bin/python" -c "$purelib" >"$("$dest/bin/python" -c "$purelib")/_cached_packages.pth"
+  # addsitedir, not a bare path: the cached site-packages' own .pth files (nvidia_cutlass_dsl's) must run too.
+  echo "import site; site.addsitedir('$("$cached/bin/python" -c "$purelib")')" \
+    >"$("$dest/bin/python" -c "$purelib")/_cached_packages.pth"
   # Native tools (ruff, typos) are found in the venv's own bin; scripts (#!) would run the cached interpreter.
   for tool in "$cached"/bin/*; do
     [ -f "$tool" ] && [ -x "$tool" ] && [ ! -e "$dest/bin/${tool##*/}" ] && [ "$(head -c2 "$tool")" != '#!' ] \

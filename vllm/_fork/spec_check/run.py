@@ -119,7 +119,7 @@ def _kv_plan(args, vllm_config, findings: list[Finding]) -> None:
     findings.append(plan)
     if plan.status in (PASS, FAIL):
         for index, f in enumerate(findings):
-            if f.check == weights.NAME:
+            if f is not None and f.check == weights.NAME:
                 findings[index] = Finding(f.check, INFO, f"{f.reason} (estimate; the KV plan above decides)")
 
 
