@@ -82,6 +82,8 @@ CASES = [
     _lm(f"{M}.rnj1.Rnj1ForCausalLM", f"{M}.rnj1.Rnj1Model"),
     Case(f"{M}.lfm2.Lfm2ForCausalLM", (("model", f"{M}.lfm2.Lfm2Model"),), norm="embedding_norm"),
     Case(f"{M}.lfm2_moe.Lfm2MoeForCausalLM", (("model", f"{M}.lfm2_moe.Lfm2MoeModel"),), norm="embedding_norm"),
+    _lm(f"{M}.openpangu.PanguEmbeddedForCausalLM", f"{M}.openpangu.OpenPanguModel"),
+    _lm(f"{M}.openpangu.PanguUltraMoEForCausalLM", f"{M}.openpangu.OpenPanguModel"),
 ]
 
 
@@ -269,6 +271,8 @@ class CohereNorm(torch.nn.Module):
 
 
 def test_every_fork_capture_edit_has_a_case(project):
-    decoders = {key.rpartition(".")[2] for case in CASES for _, key in case.path}
+    from test_eagle3_capture_forward_more import CASES as MORE  # the decoders whose layers need their own stand-in
+
+    decoders = {key.rpartition(".")[2] for case in [*CASES, *MORE] for _, key in case.path}
     captured = {e.params["function"].partition(".")[0] for e in project.edits() if e.op == "capture_aux_hidden_states"}
     assert captured <= decoders, f"capture edits without a forward case: {sorted(captured - decoders)}"
