@@ -84,6 +84,7 @@ CASES = [
     Case(f"{M}.lfm2_moe.Lfm2MoeForCausalLM", (("model", f"{M}.lfm2_moe.Lfm2MoeModel"),), norm="embedding_norm"),
     _lm(f"{M}.openpangu.PanguEmbeddedForCausalLM", f"{M}.openpangu.OpenPanguModel"),
     _lm(f"{M}.openpangu.PanguUltraMoEForCausalLM", f"{M}.openpangu.OpenPanguModel"),
+    _lm(f"{M}.nemotron_nas.DeciLMForCausalLM", f"{M}.nemotron_nas.DeciModel"),
 ]
 
 
@@ -94,9 +95,10 @@ def _arg(args, kwargs, name, at):
 class ContractLayer(torch.nn.Module):
     """A layer stand-in that adds one to the stream and hands it back the way the model's layers do."""
 
-    def __init__(self, case: Case):
+    def __init__(self, case: Case, index: int = 0):
         super().__init__()
         self.case = case
+        self._is_no_op_attention = index % 2 == 1  # DeciModel's loop branches on it; both branches are run
 
     def forward(self, *args, **kwargs):
         hidden = _arg(args, kwargs, "hidden_states", self.case.hidden_at)
@@ -146,7 +148,7 @@ def _build(case: Case, layers: list[torch.nn.Module] | None = None):
         setattr(parent, attr, child)
         parent = child
     decoder = parent
-    decoder.layers = torch.nn.ModuleList(layers or [ContractLayer(case) for _ in range(LAYERS)])
+    decoder.layers = torch.nn.ModuleList(layers or [ContractLayer(case, i) for i in range(LAYERS)])
     decoder.start_layer, decoder.end_layer = 0, LAYERS
     setattr(decoder, case.norm if case.norm != "ignoring" else "norm", Norm(fused=case.norm != "ignoring"))
     if "config" not in WIRING.get(type(decoder).__name__, {}):
