@@ -85,6 +85,8 @@ CASES = [
     _lm(f"{M}.openpangu.PanguEmbeddedForCausalLM", f"{M}.openpangu.OpenPanguModel"),
     _lm(f"{M}.openpangu.PanguUltraMoEForCausalLM", f"{M}.openpangu.OpenPanguModel"),
     _lm(f"{M}.nemotron_nas.DeciLMForCausalLM", f"{M}.nemotron_nas.DeciModel"),
+    Case(f"{M}.granitemoehybrid.GraniteMoeHybridForCausalLM",
+         (("model", f"{M}.granitemoehybrid.GraniteMoeHybridModel"),), layer="whole"),
 ]
 
 
@@ -128,6 +130,7 @@ class Norm(torch.nn.Module):
 WIRING = {
     "Ernie4_5_VLMoeForConditionalGeneration": {"visual_token_mask": None},  # no image in a text-only step
     "FalconH1Model": {"embedding_multiplier": 1.0},
+    "GraniteMoeHybridModel": {"embedding_multiplier": 1.0},
     "HyperCLOVAXModel": {"config": SimpleNamespace(embedding_multiplier=1.0)},
 }
 
