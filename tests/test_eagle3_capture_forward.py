@@ -87,6 +87,8 @@ CASES = [
     _lm(f"{M}.nemotron_nas.DeciLMForCausalLM", f"{M}.nemotron_nas.DeciModel"),
     Case(f"{M}.granitemoehybrid.GraniteMoeHybridForCausalLM",
          (("model", f"{M}.granitemoehybrid.GraniteMoeHybridModel"),), layer="whole"),
+    Case(f"{M}.olmo_hybrid.OlmoHybridForCausalLM", (("model", f"{M}.olmo_hybrid.OlmoHybridModel"),),
+         layer="single", residual_at=None),
 ]
 
 
