@@ -89,6 +89,7 @@ CASES = [
          (("model", f"{M}.granitemoehybrid.GraniteMoeHybridModel"),), layer="whole"),
     Case(f"{M}.olmo_hybrid.OlmoHybridForCausalLM", (("model", f"{M}.olmo_hybrid.OlmoHybridModel"),),
          layer="single", residual_at=None),
+    _lm(f"{M}.molmo.MolmoForCausalLM", f"{M}.molmo.MolmoModel"),
 ]
 
 
