@@ -90,6 +90,7 @@ CASES = [
     Case(f"{M}.olmo_hybrid.OlmoHybridForCausalLM", (("model", f"{M}.olmo_hybrid.OlmoHybridModel"),),
          layer="single", residual_at=None),
     _lm(f"{M}.molmo.MolmoForCausalLM", f"{M}.molmo.MolmoModel"),
+    _lm(f"{M}.molmo2.Molmo2ForConditionalGeneration", f"{M}.molmo2.Molmo2TextModel"),
 ]
 
 
