@@ -91,6 +91,8 @@ CASES = [
          layer="single", residual_at=None),
     _lm(f"{M}.molmo.MolmoForCausalLM", f"{M}.molmo.MolmoModel"),
     _lm(f"{M}.molmo2.Molmo2ForConditionalGeneration", f"{M}.molmo2.Molmo2TextModel"),
+    Case(f"{M}.zamba2.Zamba2ForCausalLM", (("model", f"{M}.zamba2.Zamba2Model"),), layer="single", hidden_at=0,
+         residual_at=None, norm="final_layernorm"),
 ]
 
 
