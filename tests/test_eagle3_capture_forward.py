@@ -84,6 +84,8 @@ CASES = [
     Case(f"{M}.lfm2_moe.Lfm2MoeForCausalLM", (("model", f"{M}.lfm2_moe.Lfm2MoeModel"),), norm="embedding_norm"),
     _lm(f"{M}.openpangu.PanguEmbeddedForCausalLM", f"{M}.openpangu.OpenPanguModel"),
     _lm(f"{M}.openpangu.PanguUltraMoEForCausalLM", f"{M}.openpangu.OpenPanguModel"),
+    Case(f"{M}.openpangu_vl.OpenPanguVLForConditionalGeneration",
+         (("language_model", f"{M}.openpangu.PanguEmbeddedForCausalLM"), ("model", f"{M}.openpangu.OpenPanguModel"))),
     _lm(f"{M}.nemotron_nas.DeciLMForCausalLM", f"{M}.nemotron_nas.DeciModel"),
     Case(f"{M}.granitemoehybrid.GraniteMoeHybridForCausalLM",
          (("model", f"{M}.granitemoehybrid.GraniteMoeHybridModel"),), layer="whole"),
