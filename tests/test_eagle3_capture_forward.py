@@ -82,6 +82,19 @@ CASES = [
     _lm(f"{M}.rnj1.Rnj1ForCausalLM", f"{M}.rnj1.Rnj1Model"),
     Case(f"{M}.lfm2.Lfm2ForCausalLM", (("model", f"{M}.lfm2.Lfm2Model"),), norm="embedding_norm"),
     Case(f"{M}.lfm2_moe.Lfm2MoeForCausalLM", (("model", f"{M}.lfm2_moe.Lfm2MoeModel"),), norm="embedding_norm"),
+    _lm(f"{M}.openpangu.PanguEmbeddedForCausalLM", f"{M}.openpangu.OpenPanguModel"),
+    _lm(f"{M}.openpangu.PanguUltraMoEForCausalLM", f"{M}.openpangu.OpenPanguModel"),
+    Case(f"{M}.openpangu_vl.OpenPanguVLForConditionalGeneration",
+         (("language_model", f"{M}.openpangu.PanguEmbeddedForCausalLM"), ("model", f"{M}.openpangu.OpenPanguModel"))),
+    _lm(f"{M}.nemotron_nas.DeciLMForCausalLM", f"{M}.nemotron_nas.DeciModel"),
+    Case(f"{M}.granitemoehybrid.GraniteMoeHybridForCausalLM",
+         (("model", f"{M}.granitemoehybrid.GraniteMoeHybridModel"),), layer="whole"),
+    Case(f"{M}.olmo_hybrid.OlmoHybridForCausalLM", (("model", f"{M}.olmo_hybrid.OlmoHybridModel"),),
+         layer="single", residual_at=None),
+    _lm(f"{M}.molmo.MolmoForCausalLM", f"{M}.molmo.MolmoModel"),
+    _lm(f"{M}.molmo2.Molmo2ForConditionalGeneration", f"{M}.molmo2.Molmo2TextModel"),
+    Case(f"{M}.zamba2.Zamba2ForCausalLM", (("model", f"{M}.zamba2.Zamba2Model"),), layer="single", hidden_at=0,
+         residual_at=None, norm="final_layernorm"),
 ]
 
 
@@ -92,9 +105,10 @@ def _arg(args, kwargs, name, at):
 class ContractLayer(torch.nn.Module):
     """A layer stand-in that adds one to the stream and hands it back the way the model's layers do."""
 
-    def __init__(self, case: Case):
+    def __init__(self, case: Case, index: int = 0):
         super().__init__()
         self.case = case
+        self._is_no_op_attention = index % 2 == 1  # DeciModel's loop branches on it; both branches are run
 
     def forward(self, *args, **kwargs):
         hidden = _arg(args, kwargs, "hidden_states", self.case.hidden_at)
@@ -124,6 +138,7 @@ class Norm(torch.nn.Module):
 WIRING = {
     "Ernie4_5_VLMoeForConditionalGeneration": {"visual_token_mask": None},  # no image in a text-only step
     "FalconH1Model": {"embedding_multiplier": 1.0},
+    "GraniteMoeHybridModel": {"embedding_multiplier": 1.0},
     "HyperCLOVAXModel": {"config": SimpleNamespace(embedding_multiplier=1.0)},
 }
 
@@ -144,7 +159,7 @@ def _build(case: Case, layers: list[torch.nn.Module] | None = None):
         setattr(parent, attr, child)
         parent = child
     decoder = parent
-    decoder.layers = torch.nn.ModuleList(layers or [ContractLayer(case) for _ in range(LAYERS)])
+    decoder.layers = torch.nn.ModuleList(layers or [ContractLayer(case, i) for i in range(LAYERS)])
     decoder.start_layer, decoder.end_layer = 0, LAYERS
     setattr(decoder, case.norm if case.norm != "ignoring" else "norm", Norm(fused=case.norm != "ignoring"))
     if "config" not in WIRING.get(type(decoder).__name__, {}):

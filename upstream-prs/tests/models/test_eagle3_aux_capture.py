@@ -158,6 +158,36 @@ CASES = {
         "lfm2_moe.Lfm2MoeModel",
         "split",
     ),
+    "PanguEmbeddedForCausalLM": (
+        "openpangu.PanguEmbeddedForCausalLM",
+        "openpangu.OpenPanguModel",
+        "split",
+    ),
+    "PanguUltraMoEForCausalLM": (
+        "openpangu.PanguUltraMoEForCausalLM",
+        "openpangu.OpenPanguModel",
+        "split",
+    ),
+    "GraniteMoeHybridForCausalLM": (
+        "granitemoehybrid.GraniteMoeHybridForCausalLM",
+        "granitemoehybrid.GraniteMoeHybridModel",
+        "whole",
+    ),
+    "OlmoHybridForCausalLM": (
+        "olmo_hybrid.OlmoHybridForCausalLM",
+        "olmo_hybrid.OlmoHybridModel",
+        "single",
+    ),
+    "MolmoForCausalLM": (
+        "molmo.MolmoForCausalLM",
+        "molmo.MolmoModel",
+        "split",
+    ),
+    "Molmo2ForConditionalGeneration": (
+        "molmo2.Molmo2ForConditionalGeneration",
+        "molmo2.Molmo2TextModel",
+        "split",
+    ),
 }
 
 
