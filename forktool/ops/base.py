@@ -40,6 +40,17 @@ def parse_expr(source: str, field: str) -> cst.BaseExpression:
         raise ValueError(f"field '{field}' is not a Python expression: {source!r}") from exc
 
 
+def parse_statement(source: str, field: str) -> cst.BaseStatement:
+    """Parse a spec field holding exactly one Python statement; an error names the field."""
+    try:
+        module = cst.parse_module(source.strip() + "\n")
+    except cst.ParserSyntaxError as exc:
+        raise ValueError(f"field '{field}' is not a Python statement: {source!r}") from exc
+    if len(module.body) != 1:
+        raise ValueError(f"field '{field}' must hold exactly one statement: {source!r}")
+    return module.body[0]
+
+
 def code_of(node: cst.CSTNode) -> str:
     """Exact source text of a node (layout and literals as written)."""
     if isinstance(node, cst.BaseStatement):

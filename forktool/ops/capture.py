@@ -11,22 +11,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from forktool.ops.base import Outcome, code_of, dotted_tail, parse_expr, same_value
+from forktool.ops.base import Outcome, code_of, dotted_tail, parse_expr, parse_statement, same_value
 from forktool.ops.seq import insert_item
 
 FIELDS = {"function": True, "loop": True, "after": True, "hidden": False, "residual": False,
           "returns": False, "start": False, "index": False, "mixin": False}
 AUX = "aux_hidden_states"
-
-
-def _statement(source: str, field: str) -> cst.BaseStatement:
-    try:
-        module = cst.parse_module(source.strip() + "\n")
-    except cst.ParserSyntaxError as exc:
-        raise ValueError(f"field '{field}' is not a Python statement: {source!r}") from exc
-    if len(module.body) != 1:
-        raise ValueError(f"field '{field}' must hold exactly one statement: {source!r}")
-    return module.body[0]
 
 
 class _Spec:
@@ -35,7 +25,7 @@ class _Spec:
     def __init__(self, spec: dict):
         self.function = spec["function"]
         self.loop = parse_expr(spec["loop"], "loop")
-        self.after = _statement(spec["after"], "after")
+        self.after = parse_statement(spec["after"], "after")
         self.hidden = spec.get("hidden", "hidden_states")
         self.residual = spec.get("residual", "residual")
         self.returns = spec.get("returns", "hidden_states")
@@ -48,17 +38,17 @@ class _Spec:
         if not self.index.isidentifier():
             raise ValueError(f"field 'index' must be a Python name: {self.index!r}")
         self.mixin = parse_expr(spec.get("mixin", "EagleModelMixin"), "mixin")
-        self.return_anchor = _statement(f"return {self.returns}", "returns")
-        self.guard = _statement(f"if len({AUX}) > 0:\n    return {self.returns}, {AUX}", "returns")
+        self.return_anchor = parse_statement(f"return {self.returns}", "returns")
+        self.guard = parse_statement(f"if len({AUX}) > 0:\n    return {self.returns}, {AUX}", "returns")
 
     def first(self, start: str) -> cst.BaseStatement:
         """The capture before the loop: the stream entering the first layer."""
-        return _statement(f"{AUX} = self._maybe_add_hidden_state([], {start}, {self.hidden}, {self.residual})",
+        return parse_statement(f"{AUX} = self._maybe_add_hidden_state([], {start}, {self.hidden}, {self.residual})",
                           "start")
 
     def each(self, index: str) -> cst.BaseStatement:
         """The capture after the layer call: the stream entering layer index + 1."""
-        return _statement(f"self._maybe_add_hidden_state({AUX}, {index} + 1, {self.hidden}, {self.residual})",
+        return parse_statement(f"self._maybe_add_hidden_state({AUX}, {index} + 1, {self.hidden}, {self.residual})",
                           "index")
 
 

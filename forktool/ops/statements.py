@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from forktool.ops.base import Outcome, parse_expr, same_value
+from forktool.ops.base import Outcome, parse_expr, parse_statement, same_value
 from forktool.ops.seq import insert_item
 
 REPLACE_FIELDS = {"function": True, "old": True, "new": True}
 INSERT_FIELDS = {"function": True, "before": True, "statement": True}
-
-
-def _parse_statement(source: str, field: str) -> cst.BaseStatement:
-    try:
-        module = cst.parse_module(source.strip() + "\n")
-    except cst.ParserSyntaxError as exc:
-        raise ValueError(f"field '{field}' is not a Python statement: {source!r}") from exc
-    if len(module.body) != 1:
-        raise ValueError(f"field '{field}' must hold exactly one statement: {source!r}")
-    return module.body[0]
 
 
 class _InFunction(cst.CSTTransformer):
@@ -105,8 +95,8 @@ def apply_replace(module: cst.Module, spec: dict) -> Outcome:
 
 def apply_insert(module: cst.Module, spec: dict) -> Outcome:
     """Insert `statement` right before each statement equal to `before` inside `function`."""
-    transformer = _InsertStatement(spec["function"], _parse_statement(spec["before"], "before"),
-                                   _parse_statement(spec["statement"], "statement"))
+    transformer = _InsertStatement(spec["function"], parse_statement(spec["before"], "before"),
+                                   parse_statement(spec["statement"], "statement"))
     edited = module.visit(transformer)
     return Outcome(transformer.matches, transformer.present, edited)
 
