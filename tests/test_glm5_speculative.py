@@ -19,29 +19,40 @@ import pytest
 PROBE = Path(__file__).parent / "scripts" / "glm5_spec_probe.py"
 
 
-def _probe(out: Path, pythonpath: Path | None) -> dict:
+def _start(out: Path, pythonpath: Path | None) -> subprocess.Popen:
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
-    done = subprocess.run([sys.executable, str(PROBE), str(out)], capture_output=True, text=True, env=env,
-                          cwd=out.parent, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(out.read_text())
+    return subprocess.Popen([sys.executable, str(PROBE), str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=out.parent)
 
 
 @pytest.fixture(scope="module")
-def fork(tmp_path_factory) -> dict:
-    return _probe(tmp_path_factory.mktemp("fork") / "fork.json", None)
-
-
-@pytest.fixture(scope="module")
-def stock(tmp_path_factory, upstream_wheel) -> dict:
+def probes(tmp_path_factory, upstream_wheel) -> dict:
+    """The probe on the fork and on stock, side by side (each is one import-heavy process, one per core)."""
     tree = tmp_path_factory.mktemp("stock-tree")
     with zipfile.ZipFile(upstream_wheel[0]) as wheel:
         wheel.extractall(tree, [n for n in wheel.namelist() if n.endswith(".py")])
-    result = _probe(tmp_path_factory.mktemp("stock") / "stock.json", tree)
-    return result
+    outs = {"fork": (tmp_path_factory.mktemp("fork") / "fork.json", None),
+            "stock": (tmp_path_factory.mktemp("stock") / "stock.json", tree)}
+    running = {side: _start(out, path) for side, (out, path) in outs.items()}
+    results = {}
+    for side, process in running.items():
+        _, stderr = process.communicate(timeout=900)
+        assert process.returncode == 0, f"{side}: {stderr[-3000:]}"
+        results[side] = json.loads(outs[side][0].read_text())
+    return results
+
+
+@pytest.fixture(scope="module")
+def fork(probes) -> dict:
+    return probes["fork"]
+
+
+@pytest.fixture(scope="module")
+def stock(probes) -> dict:
+    return probes["stock"]
 
 
 def test_text_only_checkpoint_selects_the_glm_mtp_draft(stock, fork):
