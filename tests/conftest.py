@@ -154,6 +154,18 @@ def load_class(key: str):
     return getattr(importlib.import_module(module), name)
 
 
+def assert_aux_states(out, chosen, last: int, expected, name: str) -> None:
+    """An EAGLE3 forward's output: (hidden after layer `last`, the stream at each chosen layer), as expected(layer)."""
+    import torch
+
+    assert isinstance(out, tuple), f"{name}: forward dropped the aux hidden states ({type(out).__name__})"
+    hidden, aux = out
+    torch.testing.assert_close(hidden, expected(last))
+    assert len(aux) == len(chosen)
+    for layer, state in zip(chosen, aux):
+        torch.testing.assert_close(state, expected(layer), msg=lambda m, layer=layer: f"{name}: aux state {layer}: {m}")
+
+
 def skeleton(cls):
     """An nn.Module instance without running its __init__ (which needs a full VllmConfig and GPUs).
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import load_class, skeleton
+from conftest import assert_aux_states, load_class, skeleton
 
 HIDDEN, TOKENS, LAYERS = 8, 5, 6
 CHOSEN = (0, 2, 3, 6)  # the embedding, two inner layers and the stream after the last layer
@@ -192,13 +192,8 @@ def test_captured_decoder_returns_the_chosen_stream_states(case):
     assert supports_eagle3(outer) and isinstance(decoder, EagleModelMixin)
     embeds, out = _run(outer)
     assert decoder.aux_hidden_state_layers == CHOSEN
-    assert isinstance(out, tuple), f"{case.id}.forward dropped the aux hidden states: {type(out).__name__}"
-    hidden, aux = out
-    torch.testing.assert_close(hidden, embeds + LAYERS)
     # The stream entering layer L is the input plus L: exactly the chosen layers, in order.
-    assert len(aux) == len(CHOSEN)
-    for layer, state in zip(CHOSEN, aux):
-        torch.testing.assert_close(state, embeds + layer)
+    assert_aux_states(out, CHOSEN, LAYERS, lambda layer: embeds + layer, case.id)
     assert outer.get_eagle3_default_aux_hidden_state_layers() == (2, LAYERS // 2, LAYERS - 3)
 
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import load_class, skeleton
+from conftest import assert_aux_states, load_class, skeleton
 
 HIDDEN, TOKENS, LAYERS = 8, 5, 6
 CHOSEN = (0, 2, 3, 6)  # the stream entering the first layer, two inner layers, the output of the last layer
@@ -189,12 +189,7 @@ def test_real_forward_returns_exactly_the_chosen_aux_states(case):
     embeds = torch.randn(TOKENS, HIDDEN)
     with torch.no_grad():
         out = outer.forward(input_ids=None, positions=torch.arange(TOKENS), inputs_embeds=embeds)
-    assert isinstance(out, tuple), f"{case.id}: forward dropped the aux hidden states ({type(out).__name__})"
-    hidden, aux = out
-    torch.testing.assert_close(hidden, expected_state(embeds, case, LAYERS))
-    assert len(aux) == len(CHOSEN)
-    for layer, state in zip(CHOSEN, aux):
-        torch.testing.assert_close(state, expected_state(embeds, case, layer), msg=f"aux state {layer}")
+    assert_aux_states(out, CHOSEN, LAYERS, lambda layer: expected_state(embeds, case, layer), case.id)
 
 
 @pytest.mark.parametrize("case", [CASES[0], QWEN4_CASES[0]], ids=lambda c: c.id)

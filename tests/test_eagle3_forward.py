@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import load_class, skeleton
+from conftest import assert_aux_states, load_class, skeleton
 from forktool.audit.contract import ContractReader
 from forktool.audit.registry import REGISTRY_PATH, read_registry
 
@@ -128,13 +128,8 @@ def test_newly_declared_class_returns_aux_states_from_its_real_forward(reader, d
     positions = torch.arange(TOKENS)
     with torch.no_grad():
         out = outer.forward(input_ids=None, positions=positions, inputs_embeds=embeds)
-    assert isinstance(out, tuple), f"{name}.forward dropped the aux hidden states: {type(out).__name__}"
-    hidden, aux = out
-    torch.testing.assert_close(hidden, embeds + LAYERS)
     # The state after layer L is the input plus L: the decoder recorded exactly the chosen layers.
-    assert len(aux) == len(CHOSEN)
-    for layer, state in zip(CHOSEN, aux):
-        torch.testing.assert_close(state, embeds + layer)
+    assert_aux_states(out, CHOSEN, LAYERS, lambda layer: embeds + layer, name)
     assert outer.get_eagle3_default_aux_hidden_state_layers() == (2, LAYERS // 2, LAYERS - 3)
 
 
