@@ -13,7 +13,6 @@ from pathlib import Path
 from conftest import SIGNOFF, run_forktool
 from forktool.export import export_series
 from forktool.format import SETTINGS, pinned_ruff
-from forktool.project import assemble
 from forktool.series import TESTS_ROOT
 
 
@@ -82,12 +81,11 @@ def test_format_settings_are_the_sdists(series_checkout, project):
     assert sdist["project"]["requires-python"].startswith(">=3.11") and ours["target-version"] == "py311"
 
 
-def test_series_result_is_the_forks_file(series_checkout, project, upstream_wheel):
+def test_series_result_is_the_forks_file(series_checkout, project, fork_sources):
     """Where the fork adds nothing fork-only, the sdist with the series applied has the wheel's exact bytes."""
     work, touched = series_checkout
     fork_only = {e.target for e in project.edits() if e.fork_only}
-    with zipfile.ZipFile(upstream_wheel[0]) as zin:
-        fork = assemble(project, lambda p: zin.read(p).decode("utf-8"), set(zin.namelist()))
+    fork = fork_sources.assembled  # the session's one assembly of the fork over the pinned wheel
     compared = [t for t in touched if t.startswith("vllm/") and t not in fork_only]
     assert compared and all((work / t).read_text() == fork.changed[t] for t in compared)
 
