@@ -7,6 +7,7 @@ from itertools import groupby
 
 import libcst as cst
 
+from forktool import applycache
 from forktool.errors import FindingsError, ForkError
 from forktool.ops import OPERATIONS
 from forktool.specs import Edit
@@ -58,16 +59,30 @@ def apply_edits(sources: dict[str, str], edits: list[Edit],
         if target not in sources:
             results += [EditResult(e, missing, f"upstream has no file {target}") for e in group]
             continue
-        try:
-            module = cst.parse_module(sources[target])
-        except cst.ParserSyntaxError as exc:
-            raise ForkError(f"{group[0].spec_file}: upstream {target} does not parse ({exc.message})") from exc
-        for edit in group:
-            module, result = _apply_one(module, edit)
-            results.append(result)
-        if module.code != sources[target]:
-            changed[target] = module.code
+        code, file_results = _apply_file(sources[target], target, group)
+        results += file_results
+        if code != sources[target]:
+            changed[target] = code
     return changed, results
+
+
+def _apply_file(source: str, target: str, group: list[Edit]) -> tuple[str, list[EditResult]]:
+    """One upstream file with its edits applied in order, from the cache when it was applied so before."""
+    entry = applycache.key(source, group)
+    cached = applycache.load(entry)
+    if cached is not None and len(cached[1]) == len(group):
+        code, outcomes = cached
+        return code, [EditResult(edit, status, detail) for edit, (status, detail) in zip(group, outcomes)]
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        raise ForkError(f"{group[0].spec_file}: upstream {target} does not parse ({exc.message})") from exc
+    results = []
+    for edit in group:
+        module, result = _apply_one(module, edit)
+        results.append(result)
+    applycache.store(entry, module.code, [(r.status, r.detail) for r in results])
+    return module.code, results
 
 
 def require_no_broken(results: list[EditResult]) -> None:
