@@ -5,6 +5,10 @@ RUNS_JSON is a list of runs: {"out": result JSON path, "log": log path, "model":
 "speculative": a speculative config or null, "extra": more LLM kwargs}. Each run's result is tokens or the
 error that stopped it; everything the run prints (its engine process included) goes to its own log.
 The vllm package is whatever this interpreter imports (PYTHONPATH may put the fork's tree first).
+
+The engine core runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0): the model runner, drafter and
+model code are the same as under `vllm serve`, but vLLM is imported once for all runs instead of once per
+engine process, and an engine error is raised here with its traceback.
 """
 
 from __future__ import annotations
@@ -74,19 +78,22 @@ def run(model: str, speculative: dict | None, extra: dict) -> dict:
         params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True)
         outputs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], params, use_tqdm=False)
         tokens = [list(o.outputs[0].token_ids) for o in outputs]
-        return {"ok": True, "tokens": tokens, "vllm": vllm.__version__, "vllm_file": vllm.__file__,
-                "seconds": round(time.time() - started, 1)}
+        # The pool the engine allocated after loading and profiling (its log says it only once per process).
+        kv_tokens = llm.llm_engine.vllm_config.cache_config.kv_cache_size_tokens
+        return {"ok": True, "tokens": tokens, "kv_cache_tokens": kv_tokens, "vllm": vllm.__version__,
+                "vllm_file": vllm.__file__, "seconds": round(time.time() - started, 1)}
     except BaseException as exc:  # noqa: BLE001 - the engine's own error is the result
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:],
                 "seconds": round(time.time() - started, 1)}
     finally:
-        if llm is not None:  # the next run gets the cores and memory of this one's engine process
+        if llm is not None:  # the next run gets the memory of this one's engine
             llm.llm_engine.engine_core.shutdown()
         del llm
         gc.collect()
 
 
-if __name__ == "__main__":  # vLLM spawns workers: the guard keeps them from re-running this
+if __name__ == "__main__":  # vLLM may spawn workers: the guard keeps them from re-running this
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     for spec in json.loads(Path(sys.argv[1]).read_text()):
         with _output_to(Path(spec["log"])):
             result = run(spec["model"], spec["speculative"], spec.get("extra") or {})

@@ -75,6 +75,14 @@ def init_one_rank(vllm_config, tp: int) -> None:
         parallel_state._TP = FakeTPGroup(parallel_state._TP, tp)
 
 
+def release_one_rank() -> None:
+    """Tear the one-rank world down, so that the next plan in this process starts its own."""
+    from vllm.distributed import parallel_state
+
+    parallel_state.destroy_model_parallel()
+    parallel_state.destroy_distributed_environment()
+
+
 def _attention_layers(vllm_config) -> dict:
     from vllm.config import get_layers_from_vllm_config
     from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
@@ -130,12 +138,15 @@ def plan(vllm_config, memory_utilization: float, kv_memory: int | None) -> dict:
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
     init_one_rank(vllm_config, vllm_config.parallel_config.tensor_parallel_size)
-    weights = _build_on_meta(vllm_config)
-    runner = types.SimpleNamespace(vllm_config=vllm_config, shared_kv_cache_layers={})
-    specs = GPUModelRunner.get_kv_cache_spec(runner)  # the runner's own collection, read unbound
-    if kv_memory is None:
-        kv_memory = int(memory_utilization * current_platform.get_device_total_memory()) - weights
-    scheduler_config, _ = plan_kv_caches(vllm_config, specs, kv_memory)
+    try:
+        weights = _build_on_meta(vllm_config)
+        runner = types.SimpleNamespace(vllm_config=vllm_config, shared_kv_cache_layers={})
+        specs = GPUModelRunner.get_kv_cache_spec(runner)  # the runner's own collection, read unbound
+        if kv_memory is None:
+            kv_memory = int(memory_utilization * current_platform.get_device_total_memory()) - weights
+        scheduler_config, _ = plan_kv_caches(vllm_config, specs, kv_memory)
+    finally:  # a batch of checks (tests/scripts/spec_check_batch.py) plans again in this process
+        release_one_rank()
     return {"tokens": vllm_config.cache_config.kv_cache_size_tokens, "blocks": scheduler_config.num_blocks,
             "draft_block_sizes": sorted({group.kv_cache_spec.block_size for group in scheduler_config.kv_cache_groups
                                          if any(getattr(spec, "is_draft", False)
