@@ -11,7 +11,6 @@ come from the same planner code.
 from __future__ import annotations
 
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -31,9 +30,7 @@ def plans(tmp_path_factory) -> dict:
     sm90_stub.build_libcuda_stub(work)  # kv_capacity.run_scenario expects work/libcuda.so.1
     runs = {"target": (False, "fork"), "stock": (True, "stock"), "fork": (True, "fork"),
             "stock-nopc": (True, "stock", False), "fork-nopc": (True, "fork", False)}
-    with ThreadPoolExecutor(max_workers=2) as pool:  # one fresh interpreter per plan, ~30 s each
-        done = pool.map(lambda run: kv_capacity.run_scenario(work, "H100", "auto", *run), runs.values())
-    return dict(zip(runs, done))
+    return kv_capacity.run_scenarios(work, "H100", "auto", runs)  # one interpreter for the five plans
 
 
 def test_stock_planner_accepts_glm5_with_the_dflash2_drafter(plans):

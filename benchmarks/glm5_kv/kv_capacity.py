@@ -47,6 +47,26 @@ def run_scenario(work: Path, gpu: str, kv: str, draft: bool, planner: str, prefi
     return json.loads(out.read_text())
 
 
+def run_scenarios(work: Path, gpu: str, kv: str, runs: dict[str, tuple]) -> dict[str, dict]:
+    """Several scenarios of one GPU and KV dtype (name -> run_scenario's draft, planner[, prefix_caching]) in
+    one fresh interpreter: vLLM is imported once for all of them."""
+    batch, outs = [], {}
+    for name, (draft, planner, *rest) in runs.items():
+        prefix_caching = rest[0] if rest else True
+        outs[name] = work / f"{gpu}_{kv}_{name}.json"
+        batch.append({"draft": draft, "planner": planner, "prefix_caching": prefix_caching, "out": str(outs[name])})
+    (work / "batch.json").write_text(json.dumps(batch))
+    log = work / f"{gpu}_{kv}_batch.log"
+    cmd = [sys.executable, str(HERE / "scenario.py"), "--gpu", gpu, "--kv", kv, "--models", str(work / "models"),
+           "--libcuda", str(work / "libcuda.so.1"), "--batch", str(work / "batch.json")]
+    with open(log, "w") as fh:
+        rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT).returncode
+    tail = "\n".join(log.read_text().splitlines()[-15:])
+    return {name: json.loads(out.read_text()) if out.exists() else
+            {"gpu": gpu, "kv": kv, "ok": False, "error": f"scenario batch exited {rc} without this result; log "
+             f"tail:\n{tail}"} for name, out in outs.items()}
+
+
 def scenario_label(res: dict) -> str:
     cache = "" if res.get("prefix_caching", True) else ", no prefix caching"
     if not res["draft"]:

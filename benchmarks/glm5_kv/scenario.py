@@ -1,6 +1,7 @@
-"""One planning scenario (GPU x KV dtype x drafter) in a fresh process; writes a JSON result.
+"""Planning scenarios (GPU x KV dtype x drafter x planner) in a fresh process; writes a JSON result each.
 
-Run by kv_capacity.py, one subprocess per scenario so the platform stubs never leak.
+Run by kv_capacity.py: one subprocess per GPU, so the platform stubs never leak; `--batch` plans several
+scenarios of that GPU one after another, tearing the one-rank world down between them.
 """
 
 from __future__ import annotations
@@ -49,15 +50,15 @@ def use_planner(which: str) -> None:
     if which == "fork" and not hooked:
         raise RuntimeError("--planner fork needs the fork wheel (vllm.v1.core.kv_cache_planning has no "
                            "pack_draft_groups); install it, or pass --planner stock")
-    if which == "stock" and hooked:
+    if hooked:
         from vllm._fork.kv_pages import DISABLE_ENV
 
-        os.environ[DISABLE_ENV] = "1"  # the fork's own switch: plan exactly as stock 0.33.0
+        # The fork's own switch, read at planning time: "1" plans exactly as stock 0.33.0.
+        os.environ[DISABLE_ENV] = "1" if which == "stock" else "0"
 
 
-def run(args) -> dict:
+def run(args, platform) -> dict:
     """Build config, layers and specs, then plan; return the numbers kv_capacity.py prints."""
-    platform = sm90_stub.install(args.gpu, args.libcuda)
     import vllm
 
     import planner
@@ -91,6 +92,21 @@ def run(args) -> dict:
     return res
 
 
+def run_to_file(args, platform) -> None:
+    """One scenario; a planning failure is a result, reported verbatim."""
+    try:
+        res = run(args, platform)
+    except Exception as exc:
+        res = {"gpu": args.gpu, "kv": args.kv, "draft": args.draft, "prefix_caching": args.prefix_caching, "ok": False,
+               "planner": args.planner,
+               "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    finally:
+        from vllm._fork.spec_check.kv_plan import release_one_rank
+
+        release_one_rank()  # the next scenario of a batch starts its own one-rank world
+    Path(args.out).write_text(json.dumps(res, indent=1, default=str))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--gpu", choices=sorted(sm90_stub.GPUS), required=True)
@@ -102,15 +118,15 @@ def main() -> None:
                     help="stock: plan as vLLM 0.33.0 does, without the fork's draft page packing")
     ap.add_argument("--models", required=True, help="folder written by model_configs.write")
     ap.add_argument("--libcuda", required=True, help="path to the built libcuda.so.1 stub")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="where the result goes (each batch entry names its own)")
+    ap.add_argument("--batch", type=Path, help="a JSON list of {draft, planner, prefix_caching, out}: plan each "
+                    "with the other flags as given (one platform stub, one interpreter)")
     args = ap.parse_args()
-    try:
-        res = run(args)
-    except Exception as exc:  # a planning failure is a result, reported verbatim
-        res = {"gpu": args.gpu, "kv": args.kv, "draft": args.draft, "prefix_caching": args.prefix_caching, "ok": False,
-               "planner": args.planner,
-               "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
-    Path(args.out).write_text(json.dumps(res, indent=1, default=str))
+    if not (args.out or args.batch):
+        ap.error("give --out or --batch")
+    platform = sm90_stub.install(args.gpu, args.libcuda)
+    for change in json.loads(args.batch.read_text()) if args.batch else [{}]:
+        run_to_file(argparse.Namespace(**{**vars(args), **change}), platform)
 
 
 if __name__ == "__main__":
