@@ -4,6 +4,9 @@ ENGINE_VENV := .venv
 TEST_VENV := .venv-test
 CPU_VENV := .venv-cpu
 PYTEST_ARGS ?=
+# pytest-xdist workers, one per core of the 2-core CI machine (`PYTEST_WORKERS=0`: one process, no workers).
+# A test file runs whole on one worker, so its module fixtures (an engine run, a tree) are made once.
+PYTEST_WORKERS ?= 2
 # Installed packages of .venv-test/.venv-cpu are kept here per lock file and Python (tools/venv.sh);
 # `make test VENV_CACHE=` installs them into the clone instead, as on a fresh machine.
 VENV_CACHE ?= $(HOME)/.cache/vllm-fork/venvs
@@ -39,7 +42,7 @@ $(CPU_VENV)/.installed: requirements/cpu-test.txt
 test: test-env cpu-env
 	wheel=$$($(TEST_VENV)/bin/python -m forktool build) && \
 	  $(TEST_VENV)/bin/python -m pip install -q --no-deps --force-reinstall "$$wheel" && \
-	  FORK_WHEEL="$$wheel" $(TEST_VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	  FORK_WHEEL="$$wheel" $(TEST_VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 clean:
 	rm -rf dist build vllm.egg-info $(ENGINE_VENV) $(TEST_VENV) $(CPU_VENV)

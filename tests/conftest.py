@@ -1,12 +1,14 @@
 """Shared fixtures: the real fork project, the pinned upstream artifacts, and everything expensive built once."""
 
 # Building, assembling and classifying the fork take minutes on the CI machine, so each happens once per session
-# (`fork_wheel`, `fork_sources`, `fork_audit`, `cpu_fork_build`). test_audit_runtime parametrizes over the audit's
-# rows at collection; it calls the same cached functions, so that work is still done only once.
+# (`fork_wheel`, `fork_sources`, `fork_audit`, `cpu_fork_build`), never at collection. Under pytest-xdist
+# (`make test`) each worker is a session: `cpu_fork_build` is shared between them through a file lock, the
+# in-memory sources and audit are made by each worker that needs them.
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import shutil
 import subprocess
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from filelock import FileLock
 
 from forktool.fetch import fetch
 from forktool.audit.symbols import SourceTree
@@ -141,11 +144,23 @@ def fork_audit_fixture() -> Audit:
     return fork_audit()
 
 
+def shared_dir(tmp_path_factory) -> Path:
+    """The temp folder every pytest-xdist worker of this run sees (the run's own when there are no workers)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def cpu_fork_build(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     """The fork built over the test-only base once per run, through the CLI: (the process, its out folder)."""
-    out = tmp_path_factory.mktemp("cpu-fork")
-    return run_forktool(*CPU_BUILD, "--out", str(out)), out
+    # Two workers need it (test_build, test_cpu_e2e): the first builds, the other waits for its result.
+    out = shared_dir(tmp_path_factory) / "cpu-fork"
+    record = out / "build.json"
+    with FileLock(f"{out}.lock"):
+        if not record.exists():
+            done = run_forktool(*CPU_BUILD, "--out", str(out))
+            record.write_text(json.dumps([done.args, done.returncode, done.stdout, done.stderr]))
+    return subprocess.CompletedProcess(*json.loads(record.read_text())), out
 
 
 def load_class(key: str):
