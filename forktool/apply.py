@@ -7,7 +7,7 @@ from itertools import groupby
 
 import libcst as cst
 
-from forktool import applycache
+from forktool import resultcache
 from forktool.errors import FindingsError, ForkError
 from forktool.ops import OPERATIONS
 from forktool.specs import Edit
@@ -67,12 +67,16 @@ def apply_edits(sources: dict[str, str], edits: list[Edit],
 
 
 def _apply_file(source: str, target: str, group: list[Edit]) -> tuple[str, list[EditResult]]:
-    """One upstream file with its edits applied in order, from the cache when it was applied so before."""
-    entry = applycache.key(source, group)
-    cached = applycache.load(entry)
-    if cached is not None and len(cached[1]) == len(group):
-        code, outcomes = cached
-        return code, [EditResult(edit, status, detail) for edit, (status, detail) in zip(group, outcomes)]
+    """One upstream file with its edits applied in order, from the result cache when it was applied so before."""
+    entry = apply_key(source, group)
+    cached = resultcache.load("applied", entry)
+    if cached is not None:
+        try:
+            outcomes = [(EditStatus(status), detail) for status, detail in cached["results"]]
+        except (KeyError, TypeError, ValueError):  # a damaged or foreign entry: applied again below
+            outcomes = []
+        if len(outcomes) == len(group) and isinstance(cached.get("code"), str):
+            return cached["code"], [EditResult(edit, s, d) for edit, (s, d) in zip(group, outcomes)]
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
@@ -81,8 +85,14 @@ def _apply_file(source: str, target: str, group: list[Edit]) -> tuple[str, list[
     for edit in group:
         module, result = _apply_one(module, edit)
         results.append(result)
-    applycache.store(entry, module.code, [(r.status, r.detail) for r in results])
+    resultcache.store("applied", entry, {"code": module.code, "results": [[r.status, r.detail] for r in results]})
     return module.code, results
+
+
+def apply_key(source: str, group: list[Edit]) -> str:
+    """What one file's result depends on: the engine's code, LibCST, the file and each edit's op, params, expect."""
+    engine = resultcache.code_digest("apply.py", "ops/*.py", packages=("libcst",))
+    return resultcache.key(engine, source, [[e.op, e.params, e.expect] for e in group])
 
 
 def require_no_broken(results: list[EditResult]) -> None:

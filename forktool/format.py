@@ -9,6 +9,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from forktool import resultcache
 from forktool.errors import ForkError
 
 SETTINGS = "requirements/upstream-ruff.toml"
@@ -63,18 +64,34 @@ def _mark_packages(folder: Path, sources: dict[str, str]) -> None:
 
 
 def format_sources(root: Path, versions: list[dict[str, str]], modules) -> list[dict[str, str]]:
-    """Each {upstream path: text} formatted like upstream's pre-commit (isort fix, then format), in one batch.
+    """Each {upstream path: text} formatted like upstream's pre-commit (isort fix, then format).
 
     `modules` are upstream's module paths (e.g. the wheel's names): ruff 0.14 sorts `from vllm.x import` as
     first-party only when vllm/x exists under a source root, so an empty skeleton of them is that root.
-    Every dict is laid out in a folder of its own; one `ruff check` and one `ruff format` run over all."""
+    A file formatted before with the same ruff, settings and modules comes from the result cache; the rest go
+    through one `ruff check` and one `ruff format` run."""
     if not any(versions):
         return [dict(v) for v in versions]
     _require_ruff(root)
+    settings = (root / SETTINGS).read_text(encoding="utf-8")
+    upstream = sorted(m for m in modules if m.endswith(".py"))
+    context = resultcache.key(resultcache.code_digest("format.py"), pinned_ruff(root), settings, upstream)
+    keys = [{path: resultcache.key(context, path, text) for path, text in v.items()} for v in versions]
+    cached = [{path: hit for path, entry in k.items() if isinstance(hit := resultcache.load("formatted", entry), str)}
+              for k in keys]
+    todo = [{path: text for path, text in v.items() if path not in hits} for v, hits in zip(versions, cached)]
+    fresh = _ruff_batch(root, todo, upstream, settings) if any(todo) else [{} for _ in todo]
+    for k, done in zip(keys, fresh):
+        for path, text in done.items():
+            resultcache.store("formatted", k[path], text)
+    return [{path: hits.get(path, done.get(path)) for path in v} for v, hits, done in zip(versions, cached, fresh)]
+
+
+def _ruff_batch(root: Path, versions: list[dict[str, str]], upstream: list[str], settings: str) -> list[dict]:
+    """Every dict laid out in a folder of its own next to the skeleton; one check and one format over all."""
     with tempfile.TemporaryDirectory(prefix="forktool-format-") as tmp:
         skeleton = Path(tmp) / "upstream"
-        _skeleton(skeleton, sorted(m for m in modules if m.endswith(".py")))
-        settings = (root / SETTINGS).read_text(encoding="utf-8")
+        _skeleton(skeleton, upstream)
         files: list[Path] = []
         for index, sources in enumerate(versions):
             folder = Path(tmp) / str(index)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from forktool import overlay as overlay_mod
 from forktool.apply import EditResult, apply_edits, require_no_broken
-from forktool.contract_table import CONTRACT_PATH, fork_source_tree, render_contract
+from forktool.contract_table import CONTRACT_PATH, contract_module
 from forktool.errors import ForkError
 from forktool.format import format_sources
 from forktool.manifest import MANIFEST_PATH, manifest, render
@@ -79,8 +79,8 @@ class Assembly:
         """Files the fork adds to the upstream tree `read(path)`: overlay, provenance manifest, contract table."""
         files = dict(self.overlay)
         files[MANIFEST_PATH] = render(manifest(version, upstream, self.results, self.overlay))
-        tree = fork_source_tree(self.changed, self.overlay, read, paths)
-        files[CONTRACT_PATH] = render_contract(tree, f"{upstream['name']} {version}")
+        files[CONTRACT_PATH] = contract_module(self.changed, self.overlay, read, paths, upstream,
+                                               f"{upstream['name']} {version}")
         return files
 
 

@@ -1,4 +1,4 @@
-"""The per-file cache of applied edits returns exactly what applying gives, and only for the same inputs."""
+"""The result cache (forktool/resultcache.py) returns exactly what the step gives, and only for the same inputs."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import dataclasses
 
 import pytest
 
-from forktool import applycache
-from forktool.apply import apply_edits
+from forktool.apply import apply_edits, apply_key
 from forktool.specs import Edit
 from forktool.vocabulary import EditStatus
 
@@ -24,8 +23,8 @@ def _edit(cls: str, base: str = "SupportsEagle3", expect: int = 1) -> Edit:
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("FORKTOOL_CACHE", str(tmp_path))
-    monkeypatch.delenv("FORKTOOL_APPLY_CACHE", raising=False)
-    return tmp_path / "applied"
+    monkeypatch.delenv("FORKTOOL_RESULT_CACHE", raising=False)
+    return tmp_path / "results" / "applied"
 
 
 def _outcome(edits: list[Edit]) -> tuple:
@@ -55,8 +54,8 @@ def test_a_second_apply_comes_from_the_cache_and_equals_the_first(cache, monkeyp
 def test_any_change_to_an_edit_misses(cache, change):
     edit = _edit("Model")
     _outcome([edit])
-    assert applycache.key(SOURCE, [change(edit)]) != applycache.key(SOURCE, [edit])
-    assert applycache.key(SOURCE + "\n", [edit]) != applycache.key(SOURCE, [edit])
+    assert apply_key(SOURCE, [change(edit)]) != apply_key(SOURCE, [edit])
+    assert apply_key(SOURCE + "\n", [edit]) != apply_key(SOURCE, [edit])
 
 
 def test_a_damaged_entry_is_applied_again(cache):
@@ -68,6 +67,39 @@ def test_a_damaged_entry_is_applied_again(cache):
 
 
 def test_switched_off_it_writes_nothing(cache, monkeypatch):
-    monkeypatch.setenv("FORKTOOL_APPLY_CACHE", "0")
+    monkeypatch.setenv("FORKTOOL_RESULT_CACHE", "0")
     _outcome([_edit("Model")])
     assert not cache.exists()
+
+
+def test_format_reuses_a_file_formatted_before_and_formats_only_the_new_one(cache, monkeypatch):
+    from forktool import format as fmt
+    from forktool.project import REPO_ROOT
+
+    modules = {"vllm/__init__.py", "vllm/model.py", "vllm/config/__init__.py"}
+    messy = "import vllm.config\nimport os\nx = {'a':1}\n"
+    [first] = fmt.format_sources(REPO_ROOT, [{TARGET: messy}], modules)
+    assert first[TARGET] == 'import os\n\nimport vllm.config\n\nx = {"a": 1}\n'  # isort, then format
+    batches = []
+    real = fmt._ruff_batch
+    monkeypatch.setattr(fmt, "_ruff_batch", lambda *a: batches.append(a[1]) or real(*a))
+    other = "vllm/other.py"
+    [again] = fmt.format_sources(REPO_ROOT, [{TARGET: messy, other: "y=[1,2]\n"}], modules)
+    assert again == {TARGET: first[TARGET], other: "y = [1, 2]\n"}
+    assert batches == [[{other: "y=[1,2]\n"}]]  # only the file not seen before went through ruff
+
+
+def test_the_contract_table_is_classified_once_per_fork_and_upstream(cache, monkeypatch):
+    from forktool import contract_table
+
+    read = {"vllm/model.py": SOURCE}.__getitem__
+    calls = []
+    monkeypatch.setattr(contract_table, "render_contract", lambda tree, base: calls.append(base) or b"table")
+    args = ({TARGET: SOURCE}, {"vllm/_fork/x.py": b"y = 1\n"}, read, {TARGET})
+    upstream = {"sha256": "0" * 64}
+    assert contract_table.contract_module(*args, upstream, "vllm 1.0+fork") == b"table"
+    assert contract_table.contract_module(*args, upstream, "vllm 1.0+fork") == b"table"
+    assert calls == ["vllm 1.0+fork"]
+    contract_table.contract_module(*args, {"sha256": "1" * 64}, "vllm 1.0+fork")  # another upstream artifact
+    contract_table.contract_module({TARGET: SOURCE + "\n"}, *args[1:], upstream, "vllm 1.0+fork")  # another fork
+    assert len(calls) == 3
