@@ -74,6 +74,7 @@ def kv_bytes_per_token(config: dict, tp: int, kv_bytes: int, tokens: int) -> flo
     """A lower bound of the target's KV bytes per token of one `tokens`-long request on one rank."""
     c = P._text(config)
     window = c.get("sliding_window") or tokens
+    chunk = c.get("attention_chunk_size") or tokens  # vLLM's ChunkedLocalAttentionSpec keeps one chunk
     if c.get("kv_lora_rank"):
         per_layer = (c["kv_lora_rank"] + c.get("qk_rope_head_dim", 64)) * kv_bytes  # MLA: not split by TP
     else:
@@ -81,7 +82,8 @@ def kv_bytes_per_token(config: dict, tp: int, kv_bytes: int, tokens: int) -> flo
         head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
         per_layer = 2 * max(1, heads // tp) * head_dim * kv_bytes
     kinds = P.layer_kinds(c)
-    full = sum(kind == "full" for kind in kinds) + sum(kind == "sliding" for kind in kinds) * min(1, window / tokens)
+    full = (sum(kind == "full" for kind in kinds) + sum(kind == "sliding" for kind in kinds) * min(1, window / tokens)
+            + sum(kind == "chunked" for kind in kinds) * min(1, chunk / tokens))
     return per_layer * full
 
 
@@ -114,7 +116,11 @@ def _with_defaults(raw: dict, resolved) -> dict:
         base = resolved.to_dict()
     except (AttributeError, TypeError, ValueError):  # a config object without a plain dict form
         base = {}
-    return {**base, **raw}
+    merged = {**base, **raw}
+    for key, section in raw.items():  # a multimodal text_config keeps the defaults resolved under it too
+        if isinstance(section, dict) and isinstance(base.get(key), dict):
+            merged[key] = {**base[key], **section}
+    return merged
 
 
 def finding(target: dict, draft: dict | None, vllm_config, gpu: Gpu) -> Finding:
