@@ -90,3 +90,12 @@ def test_llama4_chunked_layers_keep_one_chunk_of_kv():
     per_token = weights.kv_bytes_per_token(maverick, 8, 2, tokens)
     layer = 2 * 1 * 128 * 2  # K and V, one of 8 KV heads per rank at TP8, 128 wide, bf16
     assert per_token == pytest.approx(layer * (12 + 36 * 8192 / tokens))
+
+
+def test_each_pipeline_stage_holds_the_kv_of_its_own_layers():
+    """GLM-5's 78 MLA layers at PP2: vLLM's get_pp_indices gives each stage 39, so the fullest rank holds half."""
+    glm5 = config("GLM-5")
+    whole = weights.kv_bytes_per_token(glm5, 8, 2, 202752)
+    assert whole == (512 + 64) * 2 * 78  # MLA latent + rope key per layer, bf16, not split by TP
+    assert weights.kv_bytes_per_token(glm5, 8, 2, 202752, pp=2) == whole / 2
+    assert weights.kv_bytes_per_token(glm5, 8, 2, 202752, pp=4) == (512 + 64) * 2 * 20  # 20 + 19 + 20 + 19
