@@ -26,6 +26,8 @@ def config(name: str) -> dict:
     ("Qwen3-8B", 8e9),
     ("Qwen3-30B-A3B", 30e9),
     ("Qwen3-Coder-Next", 79_674_391_296),  # hybrid linear attention, 512 experts (published count, SOURCES.md)
+    ("GLM-5", 744e9),           # MLA + DSA indexer, 256 experts, 3 dense layers ("744B" in the GLM-5 README)
+    ("Llama-4-Maverick-17B-128E", 400e9),  # 128 experts on every other layer + vision tower ("400B total")
 ])
 def test_parameter_count_matches_the_published_total(name, published):
     total = params.count(config(name)).total
@@ -75,3 +77,25 @@ def test_gemma3_sliding_window_pattern_keeps_five_of_six_layers_at_their_window(
     per_token = weights.kv_bytes_per_token(gemma, 1, 2, 131072)
     layer = 2 * 8 * 256 * 2  # K and V, 8 KV heads of 256, bf16
     assert per_token == pytest.approx(layer * (8 + 40 * 1024 / 131072))
+
+
+def test_llama4_chunked_layers_keep_one_chunk_of_kv():
+    """Maverick's RoPE layers attend within 8192-token chunks (ChunkedLocalAttentionSpec): 12 of 48 are global."""
+    from transformers import Llama4Config
+
+    raw = config("Llama-4-Maverick-17B-128E")
+    maverick = weights._with_defaults(raw, Llama4Config.from_dict(raw))  # as finding() sees it
+    assert params.layer_kinds(params._text(maverick)).count("full") == 12
+    tokens = 1_048_576
+    per_token = weights.kv_bytes_per_token(maverick, 8, 2, tokens)
+    layer = 2 * 1 * 128 * 2  # K and V, one of 8 KV heads per rank at TP8, 128 wide, bf16
+    assert per_token == pytest.approx(layer * (12 + 36 * 8192 / tokens))
+
+
+def test_each_pipeline_stage_holds_the_kv_of_its_own_layers():
+    """GLM-5's 78 MLA layers at PP2: vLLM's get_pp_indices gives each stage 39, so the fullest rank holds half."""
+    glm5 = config("GLM-5")
+    whole = weights.kv_bytes_per_token(glm5, 8, 2, 202752)
+    assert whole == (512 + 64) * 2 * 78  # MLA latent + rope key per layer, bf16, not split by TP
+    assert weights.kv_bytes_per_token(glm5, 8, 2, 202752, pp=2) == whole / 2
+    assert weights.kv_bytes_per_token(glm5, 8, 2, 202752, pp=4) == (512 + 64) * 2 * 20  # 20 + 19 + 20 + 19

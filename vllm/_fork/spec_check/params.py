@@ -82,7 +82,7 @@ def _linear_attention(c: dict) -> int:
 
 
 def layer_kinds(c: dict) -> list[str]:
-    """'full', 'sliding' or 'linear' per decoder layer."""
+    """'full', 'sliding', 'chunked' (Llama 4's local chunks) or 'linear' per decoder layer."""
     count = c["num_hidden_layers"]
     kda = c.get("linear_attn_config")
     if isinstance(kda, dict) and kda.get("kda_layers"):
@@ -90,7 +90,11 @@ def layer_kinds(c: dict) -> list[str]:
         return ["linear" if i + 1 in linear else "full" for i in range(count)]
     types = c.get("layer_types")
     if isinstance(types, list) and len(types) == count:
-        return ["linear" if "linear" in t else "sliding" if "sliding" in t else "full" for t in types]
+        return ["linear" if "linear" in t else "sliding" if "sliding" in t else "chunked" if "chunked" in t
+                else "full" for t in types]
+    rope = c.get("no_rope_layers")  # Llama 4 without layer_types: the RoPE layers (1) attend within chunks
+    if c.get("attention_chunk_size") and isinstance(rope, list) and len(rope) == count:
+        return ["chunked" if uses_rope else "full" for uses_rope in rope]
     pattern = c.get("sliding_window_pattern")
     if isinstance(pattern, int) and pattern > 0 and c.get("sliding_window"):  # Gemma-3: every pattern-th is global
         return ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(count)]

@@ -70,19 +70,28 @@ def bytes_per_rank(p: P.Params, quant: Quant, tp: int, pp: int, ep_size: int) ->
     return layers + (ends + p.vision) * quant.rest / tp
 
 
-def kv_bytes_per_token(config: dict, tp: int, kv_bytes: int, tokens: int) -> float:
-    """A lower bound of the target's KV bytes per token of one `tokens`-long request on one rank."""
+def kv_bytes_per_token(config: dict, tp: int, kv_bytes: int, tokens: int, pp: int = 1) -> float:
+    """A lower bound of the target's KV bytes per token of one `tokens`-long request on the fullest rank (a
+    pipeline stage holds the KV of its own layers only, split as vLLM's get_pp_indices splits them)."""
     c = P._text(config)
     window = c.get("sliding_window") or tokens
+    chunk = c.get("attention_chunk_size") or tokens  # vLLM's ChunkedLocalAttentionSpec keeps one chunk
     if c.get("kv_lora_rank"):
         per_layer = (c["kv_lora_rank"] + c.get("qk_rope_head_dim", 64)) * kv_bytes  # MLA: not split by TP
     else:
         heads = c.get("num_key_value_heads") or c["num_attention_heads"]
         head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
         per_layer = 2 * max(1, heads // tp) * head_dim * kv_bytes
-    kinds = P.layer_kinds(c)
-    full = sum(kind == "full" for kind in kinds) + sum(kind == "sliding" for kind in kinds) * min(1, window / tokens)
-    return per_layer * full
+    share = {"full": 1.0, "sliding": min(1, window / tokens), "chunked": min(1, chunk / tokens), "linear": 0.0}
+    layers = [share[kind] for kind in P.layer_kinds(c)]
+    return per_layer * max(sum(layers[slice(*_stage(len(layers), rank, pp))]) for rank in range(pp))
+
+
+def _stage(num_layers: int, rank: int, pp: int) -> tuple[int, int]:
+    """The layers pipeline stage `rank` holds, by vLLM's own split."""
+    from vllm.distributed.utils import get_pp_indices
+
+    return get_pp_indices(num_layers, rank, pp) if pp > 1 else (0, num_layers)
 
 
 def fit(gpu: Gpu, memory_fraction: float, kv_memory: int | None, weights: float, kv_one_request: float
@@ -114,7 +123,11 @@ def _with_defaults(raw: dict, resolved) -> dict:
         base = resolved.to_dict()
     except (AttributeError, TypeError, ValueError):  # a config object without a plain dict form
         base = {}
-    return {**base, **raw}
+    merged = {**base, **raw}
+    for key, section in raw.items():  # a multimodal text_config keeps the defaults resolved under it too
+        if isinstance(section, dict) and isinstance(base.get(key), dict):
+            merged[key] = {**base[key], **section}
+    return merged
 
 
 def finding(target: dict, draft: dict | None, vllm_config, gpu: Gpu) -> Finding:
@@ -142,7 +155,7 @@ def finding(target: dict, draft: dict | None, vllm_config, gpu: Gpu) -> Finding:
             weights += bytes_per_rank(draft_params, draft_quant, tp, 1, tp)
             draft_note = f" + draft {billions(draft_params.total)}"
         kv_bytes = dtype_bytes if cache.cache_dtype in ("auto", None) else 1 if "fp8" in str(cache.cache_dtype) else 2
-        kv = kv_bytes_per_token(target, tp, kv_bytes, model.max_model_len) * model.max_model_len
+        kv = kv_bytes_per_token(target, tp, kv_bytes, model.max_model_len, pp) * model.max_model_len
     except (KeyError, TypeError, ZeroDivisionError) as exc:  # a field the count needs is missing or malformed
         raise CannotTell(f"cannot size the weights from config.json ({type(exc).__name__}: {exc})") from None
     status, reason = fit(gpu, cache.gpu_memory_utilization, cache.kv_cache_memory_bytes, weights, kv)
