@@ -42,7 +42,7 @@ $(CPU_VENV)/.installed: requirements/cpu-test.txt
 test: test-env cpu-env
 	wheel=$$($(TEST_VENV)/bin/python -m forktool build) && \
 	  $(TEST_VENV)/bin/python -m pip install -q --no-deps --force-reinstall "$$wheel" && \
-	  FORK_WHEEL="$$wheel" $(TEST_VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	  FORK_WHEEL="$$wheel" $(TEST_VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 clean:
 	rm -rf dist build vllm.egg-info $(ENGINE_VENV) $(TEST_VENV) $(CPU_VENV)
