@@ -93,11 +93,6 @@ def reject(message: str):
     raise BadInput(message)
 
 
-def exit_bad_input(message: str, argv: list[str]):
-    """The same handling where vLLM's own CLI parses (`vllm spec-check`): print as spec-check does, exit 2."""
-    sys.exit(_print_bad_input(message, "--json" in argv))
-
-
 def build_parser():
     """The standalone parser; argparse's own errors become BadInput (exit 2 with a message, no usage dump)."""
     from vllm.utils.argparse_utils import FlexibleArgumentParser
@@ -119,7 +114,7 @@ def run(parser, argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m vllm._fork.spec_check ARGS`: the same command without the rest of vLLM's CLI."""
+    """`vllm spec-check ARGS` and `python -m vllm._fork.spec_check ARGS` (the CLI edit calls this first)."""
     from vllm._fork.spec_check.platform import install_if_unspecified, requested_gpu
 
     argv = sys.argv[1:] if argv is None else argv
