@@ -74,11 +74,16 @@ def test_fuzzed_bad_input_exits_2_with_one_line_and_no_traceback(tmp_path):
 
 
 def test_vllm_console_script_has_the_subcommand_and_keeps_stdout_for_the_report(scenarios):
-    """`vllm spec-check` (the CLI edit) on a host without a GPU, where upstream's `vllm` cannot build parsers."""
+    """`vllm spec-check` (the CLI edit) on a host without a GPU, where upstream's `vllm` cannot build parsers; it
+    runs before the CLI imports the other subcommands (serve's and the OpenAI server's modules are never loaded)."""
     vllm = Path(sys.executable).parent / "vllm"
     argv = scenarios["glm5_dflash2_alias"].argv
-    text = subprocess.run([str(vllm), "spec-check", *argv], capture_output=True, text=True, timeout=300)
+    text = subprocess.run([sys.executable, "-X", "importtime", str(vllm), "spec-check", *argv], capture_output=True,
+                          text=True, timeout=300)
     assert text.returncode == 0, text.stderr[-3000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in text.stderr.splitlines() if line.startswith("import time:")}
+    assert "vllm.entrypoints.cli.main" in imported  # the console script's own module, so the list is real
+    assert not imported & {"vllm.entrypoints.cli.serve", "vllm.entrypoints.openai.api_server"}, "other subcommands"
     lines = text.stdout.strip().splitlines()
     assert lines[0].startswith("spec-check ") and lines[-1] == "verdict: will start"
     assert all(line.startswith(("spec-check ", "  [", "         fix:", "verdict:")) for line in lines), lines

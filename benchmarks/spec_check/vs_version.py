@@ -1,9 +1,12 @@
 """Time to verdict of `vllm spec-check` on GLM-5.3-Flash + DFlash2 (real dimensions, TP8), next to `vllm --version`.
 
-    .venv-test/bin/python benchmarks/spec_check/vs_version.py [--repeat 5]
+    .venv-test/bin/python benchmarks/spec_check/vs_version.py [--repeat 5] [--cold]
 
 `vllm --version` is the floor of any `vllm` subcommand (the CLI's own imports). Both commands run alternately
-in the same loop, so a loaded machine slows both alike; the medians and their ratio are printed.
+in the same loop, so a loaded machine slows both alike. Printed per command: the median wall seconds and the
+median CPU seconds (user + sys of the process and its children, which a loaded machine inflates far less), their
+ratios, and the load average before and after. With --cold every spec-check run gets an empty VLLM_CACHE_ROOT, as
+on a user's first run, so vLLM's registry inspection of the two architectures is not answered from its cache.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -22,35 +26,51 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "tests" / "scripts"
 
 
-def timed(command: list[str]) -> tuple[float, int]:
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds of the child and its children, exit code)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    return time.perf_counter() - started, done.returncode
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done.returncode
+
+
+def load() -> str:
+    return "/".join(f"{value:.1f}" for value in os.getloadavg())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--cold", action="store_true", help="an empty VLLM_CACHE_ROOT for every spec-check run")
     args = parser.parse_args()
     vllm = str(Path(sys.executable).parent / "vllm")
+    load_before = load()
+    runs: dict[str, list[tuple[float, float, int]]] = {"spec-check": [], "--version": []}
     with tempfile.TemporaryDirectory(prefix="spec-check-time-") as tmp:
         listing = subprocess.run([sys.executable, str(SCRIPTS / "spec_check_scenarios.py"), tmp], check=True,
                                  capture_output=True, text=True).stdout
         argv = json.loads(next(line for line in listing.splitlines() if line.startswith("glm5_dflash2_alias ")
                                ).split(" ", 1)[1])
         check, version = [vllm, "spec-check", *argv], [vllm, "--version"]
-        runs: dict[str, list[tuple[float, int]]] = {"spec-check": [], "--version": []}
-        for _ in range(args.repeat):
-            runs["spec-check"].append(timed(check))
-            runs["--version"].append(timed(version))
-    medians = {name: statistics.median(s for s, _ in found) for name, found in runs.items()}
-    codes = {name: sorted({code for _, code in found}) for name, found in runs.items()}
+        for index in range(args.repeat):
+            env = dict(os.environ)
+            if args.cold:
+                env["VLLM_CACHE_ROOT"] = tempfile.mkdtemp(prefix=f"cache{index}-", dir=tmp)
+            runs["spec-check"].append(timed(check, env))
+            runs["--version"].append(timed(version, dict(os.environ)))
+    wall = {name: statistics.median(w for w, _, _ in found) for name, found in runs.items()}
+    cpu = {name: statistics.median(c for _, c, _ in found) for name, found in runs.items()}
     print(f"GLM-5.3-Flash + DFlash2 (method dflash2), TP8, real dimensions; {os.cpu_count()} cores, "
-          f"{args.repeat} runs each, alternating")
-    for name in runs:
-        print(f"  vllm {name:11} median {medians[name]:6.2f} s  (runs: "
-              f"{', '.join(f'{s:.1f}' for s, _ in runs[name])}; exit {codes[name]})")
-    print(f"  spec-check / --version: {medians['spec-check'] / medians['--version']:.2f}x")
+          f"{args.repeat} runs each, alternating; vLLM cache {'empty (--cold)' if args.cold else 'as found'}; "
+          f"load average (1/5/15 min) {load_before} before, {load()} after")
+    for name, found in runs.items():
+        print(f"  vllm {name:11} wall {wall[name]:6.2f} s  CPU {cpu[name]:6.2f} s  (wall runs: "
+              f"{', '.join(f'{w:.1f}' for w, _, _ in found)}; exit {sorted({code for _, _, code in found})})")
+    print(f"  spec-check / --version: wall {wall['spec-check'] / wall['--version']:.2f}x, "
+          f"CPU {cpu['spec-check'] / cpu['--version']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import re
 import sys
 import traceback
@@ -20,6 +21,10 @@ USAGE = "vllm spec-check MODEL --speculative-config JSON [serve's options] [--gp
 DESCRIPTION = ("Loads configs only (no GPU, no weights, no network) and reports, each with a reason and a fix: "
                "architecture, method and draft, EAGLE3 contract, aux layers, hidden sizes, parallelism and memory. "
                "Exit 0: will start; 1: will fail or cannot tell; 2: bad input; 3: spec-check itself failed.")
+# humming (a kernel library vLLM 0.33.0 depends on) starts two Python processes in the background when a model
+# class imports it, to prebuild its CUDA JIT helpers; spec-check launches no kernel, and on a small host those
+# processes (torch imported again, each) compete with it for the CPU and outlive it. A user's own setting is kept.
+NO_BACKGROUND_BUILDS = {"HUMMING_DISABLE_PARALLEL_BUILD": "1"}
 
 
 def add_arguments(parser):
@@ -93,11 +98,6 @@ def reject(message: str):
     raise BadInput(message)
 
 
-def exit_bad_input(message: str, argv: list[str]):
-    """The same handling where vLLM's own CLI parses (`vllm spec-check`): print as spec-check does, exit 2."""
-    sys.exit(_print_bad_input(message, "--json" in argv))
-
-
 def build_parser():
     """The standalone parser; argparse's own errors become BadInput (exit 2 with a message, no usage dump)."""
     from vllm.utils.argparse_utils import FlexibleArgumentParser
@@ -119,9 +119,11 @@ def run(parser, argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m vllm._fork.spec_check ARGS`: the same command without the rest of vLLM's CLI."""
+    """`vllm spec-check ARGS` and `python -m vllm._fork.spec_check ARGS` (the CLI edit calls this first)."""
     from vllm._fork.spec_check.platform import install_if_unspecified, requested_gpu
 
     argv = sys.argv[1:] if argv is None else argv
+    for name, value in NO_BACKGROUND_BUILDS.items():
+        os.environ.setdefault(name, value)
     install_if_unspecified(requested_gpu(argv))
     return run(build_parser(), argv)

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from vllm._fork.spec_check.findings import Refused
+from vllm._fork.spec_check.inspection import inspect_in_process
 
 # The step names double as the check names of the report.
 TARGET, PARALLELISM, SPECULATIVE, ENGINE = "target config", "target parallelism", "speculative config", "engine config"
@@ -32,8 +33,6 @@ def _config_errors() -> tuple[type[BaseException], ...]:
     except ImportError:  # an older hub library without strict dataclasses
         return errors
     return (*errors, StrictDataclassError)
-
-
 
 
 @dataclass
@@ -99,7 +98,7 @@ def build(engine_args):
     progress = _Progress()
     _wrap(engine_args, progress)
     try:
-        with _as_on_the_gpu_host():
+        with _as_on_the_gpu_host(), inspect_in_process():
             return engine_args.create_engine_config()
     except _config_errors() as exc:
         raise Refused(progress.step, exc) from exc

@@ -1,17 +1,13 @@
 """A config-only stand-in for the target GPU, for hosts where vLLM finds no platform (no GPU here).
 
-vLLM's CLI builds every subcommand's parser from config defaults, and those need a device type, so on
-a GPU-less host `vllm` stops before any subcommand runs. spec-check answers the device questions for
+vLLM's config defaults need a device type, so on a GPU-less host `vllm serve` cannot even build its parser
+(`vllm spec-check` runs before any other parser is built). spec-check answers the device questions for
 the GPU named by --gpu; it never runs kernels, so nothing else of a real platform is needed.
 """
 
 from __future__ import annotations
 
-import sys
-
 from vllm._fork.spec_check.gpus import GPUS, Gpu
-
-SUBCOMMAND = "spec-check"
 
 
 def requested_gpu(argv: list[str]) -> Gpu:
@@ -61,8 +57,3 @@ def install_if_unspecified(gpu: Gpu) -> None:
     if platforms.current_platform.is_unspecified():
         platforms._current_platform = stand_in_platform(gpu)
 
-
-def maybe_install_for_spec_check() -> None:
-    """Called by the CLI's main() before it builds parsers: only for spec-check."""
-    if sys.argv[1:2] == [SUBCOMMAND]:
-        install_if_unspecified(requested_gpu(sys.argv[2:]))

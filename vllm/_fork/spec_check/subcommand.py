@@ -7,11 +7,13 @@ import sys
 
 from vllm.entrypoints.cli.types import CLISubcommand
 
+SUBCOMMAND = "spec-check"
+
 
 class SpecCheckSubcommand(CLISubcommand):
     """The fork's preflight (vllm/_fork/spec_check): checks a target + speculative config without a GPU."""
 
-    name = "spec-check"
+    name = SUBCOMMAND
 
     @staticmethod
     def cmd(args: argparse.Namespace) -> None:
@@ -27,22 +29,14 @@ class SpecCheckSubcommand(CLISubcommand):
         return add_arguments(parser)
 
 
-def maybe_install_platform() -> None:
-    """For `vllm spec-check`: a stand-in platform for --gpu on a host without a GPU, and its bad-input handling."""
-    from vllm._fork.spec_check.platform import SUBCOMMAND, maybe_install_for_spec_check
+def run_if_requested() -> None:
+    """`vllm spec-check …` runs here and exits, before vLLM's CLI imports every other subcommand and builds its
+    parser (serve's, bench's, …), none of which the check uses; it parses serve's flags with its own parser."""
+    if sys.argv[1:2] != [SUBCOMMAND]:
+        return
+    from vllm._fork.spec_check.cli import main
 
-    maybe_install_for_spec_check()
-    if sys.argv[1:2] == [SUBCOMMAND]:
-        _route_parser_errors()
-
-
-def _route_parser_errors() -> None:
-    """vLLM's CLI parses spec-check's flags with its own parsers; in this process their errors exit 2 the way
-    spec-check reports bad input (one line, JSON under --json), not with a usage dump."""
-    from vllm._fork.spec_check.cli import exit_bad_input
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
-
-    FlexibleArgumentParser.error = lambda self, message: exit_bad_input(message, sys.argv)
+    sys.exit(main(sys.argv[2:]))
 
 
 def cmd_init() -> list[CLISubcommand]:
