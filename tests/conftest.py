@@ -164,6 +164,19 @@ def shared_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def stock_python(tmp_path_factory, upstream_wheel) -> Path:
+    """The pinned wheel's Python files, extracted once per run for every worker: put first on PYTHONPATH, they
+    are stock 0.33.0 (its kernels are not needed by what imports them). The first import writes the bytecode."""
+    out = shared_dir(tmp_path_factory) / "stock-python"
+    with FileLock(f"{out}.lock"):
+        if not (out / ".complete").exists():
+            with zipfile.ZipFile(upstream_wheel[0]) as wheel:
+                wheel.extractall(out, [n for n in wheel.namelist() if n.endswith(".py")])
+            (out / ".complete").touch()  # last: an interrupted extraction is done again
+    return out
+
+
+@pytest.fixture(scope="session")
 def cpu_fork_build(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     """The fork built over the test-only base once per run, through the CLI: (the process, its out folder)."""
     # Two workers need it (test_build, test_cpu_e2e): the first builds, the other waits for its result.

@@ -7,7 +7,6 @@ import re
 import subprocess
 import sys
 import tomllib
-import zipfile
 from pathlib import Path
 
 from conftest import SIGNOFF, run_forktool
@@ -90,12 +89,9 @@ def test_series_result_is_the_forks_file(series_checkout, project, fork_sources)
     assert compared and all((work / t).read_text() == fork.changed[t] for t in compared)
 
 
-def test_pr_tests_fail_on_stock(upstream_wheel, project, tmp_path):
+def test_pr_tests_fail_on_stock(stock_python, project, tmp_path):
     """Each PR's test fails on stock 0.33.0 (the pinned wheel's Python files first on sys.path)."""
-    stock = tmp_path / "stock"
-    with zipfile.ZipFile(upstream_wheel[0]) as wheel:
-        wheel.extractall(stock, [n for n in wheel.namelist() if n.endswith(".py")])
-    env = dict(os.environ, PYTHONPATH=str(stock))
+    env = dict(os.environ, PYTHONPATH=str(stock_python))
     tests = [str(project.root / TESTS_ROOT / t) for pr in project.series() for t in pr.tests]
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", "--tb=line",
                            "--rootdir", str(project.root), *tests], capture_output=True, text=True, env=env,

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -29,13 +28,10 @@ def _start(out: Path, pythonpath: Path | None) -> subprocess.Popen:
 
 
 @pytest.fixture(scope="module")
-def probes(tmp_path_factory, upstream_wheel) -> dict:
+def probes(tmp_path_factory, stock_python) -> dict:
     """The probe on the fork and on stock, side by side (each is one import-heavy process, one per core)."""
-    tree = tmp_path_factory.mktemp("stock-tree")
-    with zipfile.ZipFile(upstream_wheel[0]) as wheel:
-        wheel.extractall(tree, [n for n in wheel.namelist() if n.endswith(".py")])
     outs = {"fork": (tmp_path_factory.mktemp("fork") / "fork.json", None),
-            "stock": (tmp_path_factory.mktemp("stock") / "stock.json", tree)}
+            "stock": (tmp_path_factory.mktemp("stock") / "stock.json", stock_python)}
     running = {side: _start(out, path) for side, (out, path) in outs.items()}
     results = {}
     for side, process in running.items():
