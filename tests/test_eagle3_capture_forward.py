@@ -280,7 +280,8 @@ class CohereNorm(torch.nn.Module):
 
 def test_every_fork_capture_edit_has_a_case(project):
     from test_eagle3_capture_forward_more import CASES as FORMERLY_REFUSED  # MiMo, EXAONE 4, ... (own harness)
+    from test_eagle3_capture_forward_outer import CASES as OUTSIDE_MODEL  # decoders at .transformer (own harness)
 
-    decoders = {key.rpartition(".")[2] for case in CASES + FORMERLY_REFUSED for _, key in case.path}
+    decoders = {key.rpartition(".")[2] for case in CASES + FORMERLY_REFUSED + OUTSIDE_MODEL for _, key in case.path}
     captured = {e.params["function"].partition(".")[0] for e in project.edits() if e.op == "capture_aux_hidden_states"}
     assert captured <= decoders, f"capture edits without a forward case: {sorted(captured - decoders)}"

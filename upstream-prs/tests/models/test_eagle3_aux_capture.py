@@ -268,3 +268,68 @@ def test_decoder_captures_aux_hidden_states(arch):
     assert len(aux) == len(AUX_LAYERS)
     for layer, state in zip(AUX_LAYERS, aux):
         torch.testing.assert_close(state, embeds + layer)
+
+
+# Outer classes that keep their decoder outside `.model` override the setter and
+# the default layers: architecture -> (outer class, path to the decoder, decoder
+# class, its layer list).
+OUTER_CASES = {
+    "GPT2LMHeadModel": ("gpt2.GPT2LMHeadModel", "transformer", "gpt2.GPT2Model", "h"),
+    "GPTJForCausalLM": ("gpt_j.GPTJForCausalLM", "transformer", "gpt_j.GPTJModel", "h"),
+    "DbrxForCausalLM": (
+        "dbrx.DbrxForCausalLM",
+        "transformer",
+        "dbrx.DbrxModel",
+        "blocks",
+    ),
+    "ExaoneForCausalLM": (
+        "exaone.ExaoneForCausalLM",
+        "transformer",
+        "exaone.ExaoneModel",
+        "h",
+    ),
+    "FalconForCausalLM": (
+        "falcon.FalconForCausalLM",
+        "transformer",
+        "falcon.FalconModel",
+        "h",
+    ),
+    "BloomForCausalLM": (
+        "bloom.BloomForCausalLM",
+        "transformer",
+        "bloom.BloomModel",
+        "h",
+    ),
+    "ChatGLMForCausalLM": (
+        "chatglm.ChatGLMForCausalLM",
+        "transformer.encoder",
+        "chatglm.GLMTransformer",
+        "layers",
+    ),
+}
+
+
+def _bare(path: str) -> nn.Module:
+    module = object.__new__(_load(path))
+    nn.Module.__init__(module)
+    return module
+
+
+@pytest.mark.parametrize("arch", sorted(OUTER_CASES))
+def test_outer_class_sets_aux_layers_on_its_decoder(arch):
+    outer_path, attr_path, decoder_path, layers = OUTER_CASES[arch]
+    outer = _bare(outer_path)
+    assert supports_eagle3(outer), f"{arch} does not declare SupportsEagle3"
+    parent = outer
+    *middle, last = attr_path.split(".")
+    for attr in middle:
+        setattr(parent, attr, nn.Module())
+        parent = getattr(parent, attr)
+    decoder = _bare(decoder_path)
+    assert isinstance(decoder, EagleModelMixin)
+    setattr(decoder, layers, nn.ModuleList(nn.Identity() for _ in range(NUM_LAYERS)))
+    setattr(parent, last, decoder)
+
+    outer.set_aux_hidden_state_layers(AUX_LAYERS)
+    assert decoder.aux_hidden_state_layers == AUX_LAYERS
+    assert outer.get_eagle3_default_aux_hidden_state_layers() == (2, 3, 3)
