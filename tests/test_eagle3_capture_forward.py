@@ -10,6 +10,7 @@ attention, MLP) against a hand-computed recurrence: Gemma-3's post-norms and Coh
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -50,6 +51,7 @@ CASES = [
     Case(f"{M}.gemma3_mm.Gemma3ForConditionalGeneration",
          (("language_model", f"{M}.gemma3.Gemma3ForCausalLM"), ("model", f"{M}.gemma3.Gemma3Model"))),
     _lm(f"{M}.mixtral.MixtralForCausalLM", f"{M}.mixtral.MixtralModel"),
+    _lm(f"{M}.internlm2.InternLM2ForCausalLM", f"{M}.internlm2.InternLM2Model"),
     _lm(f"{M}.qwen2_moe.Qwen2MoeForCausalLM", f"{M}.qwen2_moe.Qwen2MoeModel"),
     _lm(f"{M}.glm4_moe.Glm4MoeForCausalLM", f"{M}.glm4_moe.Glm4MoeModel"),
     _lm(f"{M}.glm4_moe_lite.Glm4MoeLiteForCausalLM", f"{M}.glm4_moe_lite.Glm4MoeLiteModel"),
@@ -179,8 +181,10 @@ def single_rank(monkeypatch):
 def _run(outer, chosen=CHOSEN):
     outer.set_aux_hidden_state_layers(chosen)
     embeds = torch.randn(TOKENS, HIDDEN)
+    # InternLM2's forward takes intermediate_tensors without a default.
+    extra = {"intermediate_tensors": None} if "intermediate_tensors" in inspect.signature(outer.forward).parameters else {}
     with torch.no_grad():
-        out = outer.forward(input_ids=None, positions=torch.arange(TOKENS), inputs_embeds=embeds)
+        out = outer.forward(input_ids=None, positions=torch.arange(TOKENS), inputs_embeds=embeds, **extra)
     return embeds, out
 
 

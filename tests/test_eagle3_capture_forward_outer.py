@@ -1,10 +1,10 @@
-"""Decoders kept outside `.model` (GPT-2, GPT-J, DBRX, EXAONE v1, Falcon, BLOOM, ChatGLM) capture under their outer class.
+"""Decoders kept outside `.model` (GPT-2, GPT-J, DBRX, EXAONE, Falcon, BLOOM, Mamba-2, ChatGLM) capture via the outer.
 
 The protocol's default setter and default layers look for the decoder at `.model`; these outer classes keep it at
-`.transformer` (ChatGLM at `.transformer.encoder`) and override both. Each outer class and every module down to the
-decoder is the real class, built without its __init__ and wired as the constructor would; the layers, norms and
-embedding extras (GPT-2's position embedding, BLOOM's embedding norm) are stand-ins with known values, so the
-expected stream is computed by hand: the embedding after those extras, plus one per layer.
+`.transformer` (Mamba-2 at `.backbone`, ChatGLM at `.transformer.encoder`) and override both. Each outer class and
+every module down to the decoder is the real class, built without its __init__ and wired as the constructor would;
+the layers, norms and embedding extras (GPT-2's position embedding, BLOOM's embedding norm) are stand-ins with known
+values, so the expected stream is computed by hand: the embedding after those extras, plus one per layer.
 """
 
 from __future__ import annotations
@@ -93,6 +93,9 @@ CASES = [
     _transformer("falcon", "FalconForCausalLM", "FalconModel", "h", "ln_f"),
     _transformer("bloom", "BloomForCausalLM", "BloomModel", "h", "ln_f", wiring={"word_embeddings_layernorm": Double()},
                  entry=lambda embeds: embeds * 2),
+    # Mamba-2: the layers take keywords and keep the stream split in two (fused add + norm), like EXAONE's.
+    Case(f"{M}.mamba2.Mamba2ForCausalLM", (("backbone", f"{M}.mamba2.Mamba2Model"),), "layers", "norm_f",
+         layer=SplitLayer),
     Case(f"{M}.chatglm.ChatGLMForCausalLM",
          (("transformer", f"{M}.chatglm.ChatGLMModel"), ("encoder", f"{M}.chatglm.GLMTransformer")),
          "layers", "final_layernorm", wiring={"post_layer_norm": True}),

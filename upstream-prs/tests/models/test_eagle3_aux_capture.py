@@ -48,6 +48,11 @@ CASES = {
         "mixtral.MixtralModel",
         "split",
     ),
+    "InternLM2ForCausalLM": (
+        "internlm2.InternLM2ForCausalLM",
+        "internlm2.InternLM2Model",
+        "split",
+    ),
     "Qwen2MoeForCausalLM": (
         "qwen2_moe.Qwen2MoeForCausalLM",
         "qwen2_moe.Qwen2MoeModel",
@@ -299,6 +304,12 @@ OUTER_CASES = {
         "transformer",
         "bloom.BloomModel",
         "h",
+    ),
+    "Mamba2ForCausalLM": (
+        "mamba2.Mamba2ForCausalLM",
+        "backbone",
+        "mamba2.Mamba2Model",
+        "layers",
     ),
     "ChatGLMForCausalLM": (
         "chatglm.ChatGLMForCausalLM",
