@@ -1,10 +1,11 @@
-"""Decoders kept outside `.model` (GPT-2, GPT-J, DBRX, EXAONE, Falcon, BLOOM, Mamba-2, ChatGLM) capture via the outer.
+"""Decoders kept outside `.model` (GPT-2, Falcon, BLOOM, Mamba-2, ChatGLM, Nemotron-Parse, ...) capture via the outer.
 
-The protocol's default setter and default layers look for the decoder at `.model`; these outer classes keep it at
-`.transformer` (Mamba-2 at `.backbone`, ChatGLM at `.transformer.encoder`) and override both. Each outer class and
+The protocol's default setter and default layers look for the decoder at `.model`; these outer classes keep it
+elsewhere (`.transformer`, `.backbone`, `.decoder`, `.transformer.encoder`) and override both. Each outer class and
 every module down to the decoder is the real class, built without its __init__ and wired as the constructor would;
-the layers, norms and embedding extras (GPT-2's position embedding, BLOOM's embedding norm) are stand-ins with known
-values, so the expected stream is computed by hand: the embedding after those extras, plus one per layer.
+the layers, norms and embedding extras (GPT-2's position embedding, BLOOM's and Nemotron-Parse's embedding norms) are
+stand-ins with known values, so the expected stream is computed by hand: the embedding after those extras, plus one
+per layer.
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ class WholeLayer(torch.nn.Module):
         self.at = at
 
     def forward(self, *args, **kwargs):
-        return (kwargs["hidden_states"] if "hidden_states" in kwargs else args[self.at]) + 1
+        for name in ("hidden_states", "decoder_hidden_states"):
+            if name in kwargs:
+                return kwargs[name] + 1
+        return args[self.at] + 1
 
 
 class SplitLayer(torch.nn.Module):
@@ -61,6 +65,15 @@ class Double(torch.nn.Module):
 
     def forward(self, hidden):
         return hidden * 2
+
+
+class Given(torch.nn.Module):
+    """Nemotron-Parse's token embedding stand-in: the test's embeddings, whatever the ids (its decoder embeds them)."""
+
+    value: torch.Tensor | None = None
+
+    def forward(self, input_ids):
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -96,6 +109,10 @@ CASES = [
     # Mamba-2: the layers take keywords and keep the stream split in two (fused add + norm), like EXAONE's.
     Case(f"{M}.mamba2.Mamba2ForCausalLM", (("backbone", f"{M}.mamba2.Mamba2Model"),), "layers", "norm_f",
          layer=SplitLayer),
+    # Nemotron-Parse: an encoder-decoder whose MBart decoder embeds the token ids itself and normalises them first.
+    Case(f"{M}.nemotron_parse.NemotronParseForConditionalGeneration",
+         (("decoder", f"{M}.nemotron_parse.MBartDecoderNoPos"),), "layers", "layer_norm",
+         wiring={"embed_tokens": Given(), "layernorm_embedding": Double()}, entry=lambda embeds: embeds * 2),
     Case(f"{M}.chatglm.ChatGLMForCausalLM",
          (("transformer", f"{M}.chatglm.ChatGLMModel"), ("encoder", f"{M}.chatglm.GLMTransformer")),
          "layers", "final_layernorm", wiring={"post_layer_norm": True}),
@@ -134,8 +151,10 @@ def single_rank(monkeypatch):
     monkeypatch.setattr(parallel_state, "_PP", group)
 
 
-def _forward(outer):
+def _forward(outer, decoder):
     embeds = torch.randn(TOKENS, HIDDEN)
+    if isinstance(getattr(decoder, "embed_tokens", None), Given):
+        decoder.embed_tokens.value = embeds
     with torch.no_grad():
         return embeds, outer.forward(input_ids=None, positions=torch.arange(TOKENS), inputs_embeds=embeds)
 
@@ -148,7 +167,7 @@ def test_outer_setter_reaches_the_decoder_and_forward_returns_the_chosen_states(
     assert supports_eagle3(outer) and isinstance(decoder, EagleModelMixin)
     outer.set_aux_hidden_state_layers(CHOSEN)
     assert decoder.aux_hidden_state_layers == CHOSEN
-    embeds, out = _forward(outer)
+    embeds, out = _forward(outer, decoder)
     assert_aux_states(out, CHOSEN, LAYERS, lambda layer: case.entry(embeds) + layer, case.id)
     # The default layers count the decoder's own layer list: (2, half, last - 3).
     assert outer.get_eagle3_default_aux_hidden_state_layers() == (2, LAYERS // 2, LAYERS - 3)
@@ -156,8 +175,8 @@ def test_outer_setter_reaches_the_decoder_and_forward_returns_the_chosen_states(
 
 @pytest.mark.parametrize("case", [CASES[0], CASES[-1]], ids=lambda c: c.id)
 def test_without_aux_layers_the_outer_forward_returns_a_plain_tensor(case):
-    outer, _ = build(case)
-    embeds, out = _forward(outer)
+    outer, decoder = build(case)
+    embeds, out = _forward(outer, decoder)
     assert isinstance(out, torch.Tensor)
     torch.testing.assert_close(out, case.entry(embeds) + LAYERS)
 

@@ -311,6 +311,12 @@ OUTER_CASES = {
         "mamba2.Mamba2Model",
         "layers",
     ),
+    "NemotronParseForConditionalGeneration": (
+        "nemotron_parse.NemotronParseForConditionalGeneration",
+        "decoder",
+        "nemotron_parse.MBartDecoderNoPos",
+        "layers",
+    ),
     "ChatGLMForCausalLM": (
         "chatglm.ChatGLMForCausalLM",
         "transformer.encoder",
