@@ -1,11 +1,11 @@
-"""Decoders kept outside `.model` (GPT-2, Falcon, BLOOM, Mamba-2, ChatGLM, Nemotron-Parse, ...) capture via the outer.
+"""Decoders kept outside `.model` (GPT-2, Falcon, BLOOM, OPT, Mamba-2, ChatGLM, Nemotron-Parse, ...) capture via the outer.
 
 The protocol's default setter and default layers look for the decoder at `.model`; these outer classes keep it
-elsewhere (`.transformer`, `.backbone`, `.decoder`, `.transformer.encoder`) and override both. Each outer class and
-every module down to the decoder is the real class, built without its __init__ and wired as the constructor would;
-the layers, norms and embedding extras (GPT-2's position embedding, BLOOM's and Nemotron-Parse's embedding norms) are
-stand-ins with known values, so the expected stream is computed by hand: the embedding after those extras, plus one
-per layer.
+elsewhere (`.transformer`, `.backbone`, `.decoder`, `.model.decoder`, `.transformer.encoder`) and override both.
+Each outer class and every module down to the decoder is the real class, built without its __init__ and wired as
+the constructor would; the layers, norms and embedding extras (GPT-2's and OPT's position embeddings, BLOOM's and
+Nemotron-Parse's embedding norms) are stand-ins with known values, so the expected stream is computed by hand: the
+embedding after those extras, plus one per layer.
 """
 
 from __future__ import annotations
@@ -106,6 +106,10 @@ CASES = [
     _transformer("falcon", "FalconForCausalLM", "FalconModel", "h", "ln_f"),
     _transformer("bloom", "BloomForCausalLM", "BloomModel", "h", "ln_f", wiring={"word_embeddings_layernorm": Double()},
                  entry=lambda embeds: embeds * 2),
+    # OPT: the decoder sits under OPTModel; learned position embeddings are added before the first layer.
+    Case(f"{M}.opt.OPTForCausalLM", (("model", f"{M}.opt.OPTModel"), ("decoder", f"{M}.opt.OPTDecoder")), "layers",
+         "final_layer_norm", layer=0, wiring={"embed_positions": Shift(), "project_in": None, "project_out": None},
+         entry=lambda embeds: embeds + POSITION_SHIFT),
     # Mamba-2: the layers take keywords and keep the stream split in two (fused add + norm), like EXAONE's.
     Case(f"{M}.mamba2.Mamba2ForCausalLM", (("backbone", f"{M}.mamba2.Mamba2Model"),), "layers", "norm_f",
          layer=SplitLayer),

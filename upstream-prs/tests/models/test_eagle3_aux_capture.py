@@ -317,6 +317,12 @@ OUTER_CASES = {
         "nemotron_parse.MBartDecoderNoPos",
         "layers",
     ),
+    "OPTForCausalLM": (
+        "opt.OPTForCausalLM",
+        "model.decoder",
+        "opt.OPTDecoder",
+        "layers",
+    ),
     "ChatGLMForCausalLM": (
         "chatglm.ChatGLMForCausalLM",
         "transformer.encoder",
