@@ -52,6 +52,7 @@ CASES = [
          (("language_model", f"{M}.gemma3.Gemma3ForCausalLM"), ("model", f"{M}.gemma3.Gemma3Model"))),
     _lm(f"{M}.mixtral.MixtralForCausalLM", f"{M}.mixtral.MixtralModel"),
     _lm(f"{M}.internlm2.InternLM2ForCausalLM", f"{M}.internlm2.InternLM2Model"),
+    _lm("vllm.models.flint.model.FlintForCausalLM", "vllm.models.flint.model.FlintModel"),
     _lm(f"{M}.qwen2_moe.Qwen2MoeForCausalLM", f"{M}.qwen2_moe.Qwen2MoeModel"),
     _lm(f"{M}.glm4_moe.Glm4MoeForCausalLM", f"{M}.glm4_moe.Glm4MoeModel"),
     _lm(f"{M}.glm4_moe_lite.Glm4MoeLiteForCausalLM", f"{M}.glm4_moe_lite.Glm4MoeLiteModel"),
