@@ -1,7 +1,8 @@
-"""Decoders kept outside `.model` (GPT-2, Falcon, BLOOM, OPT, Mamba-2, ChatGLM, Nemotron-Parse, ...) capture via the outer.
+"""Decoders kept outside `.model` (GPT-2, Falcon, OPT, Mamba-2, ChatGLM, Nemotron-Parse, ...) capture under the outer.
 
 The protocol's default setter and default layers look for the decoder at `.model`; these outer classes keep it
-elsewhere (`.transformer`, `.backbone`, `.decoder`, `.model.decoder`, `.transformer.encoder`) and override both.
+elsewhere (`.transformer`, `.backbone`, `.decoder`, `.model.decoder`, `.transformer.encoder`) and override both
+(Cohere ASR needs no override: its get_language_model() is the decoder).
 Each outer class and every module down to the decoder is the real class, built without its __init__ and wired as
 the constructor would; the layers, norms and embedding extras (GPT-2's and OPT's position embeddings, BLOOM's and
 Nemotron-Parse's embedding norms) are stand-ins with known values, so the expected stream is computed by hand: the
@@ -68,11 +69,11 @@ class Double(torch.nn.Module):
 
 
 class Given(torch.nn.Module):
-    """Nemotron-Parse's token embedding stand-in: the test's embeddings, whatever the ids (its decoder embeds them)."""
+    """A token embedding its decoder calls itself (Nemotron-Parse, Cohere ASR): the test's embeddings, for any ids."""
 
     value: torch.Tensor | None = None
 
-    def forward(self, input_ids):
+    def forward(self, input_ids, *positions):
         return self.value
 
 
@@ -117,6 +118,10 @@ CASES = [
     Case(f"{M}.nemotron_parse.NemotronParseForConditionalGeneration",
          (("decoder", f"{M}.nemotron_parse.MBartDecoderNoPos"),), "layers", "layer_norm",
          wiring={"embed_tokens": Given(), "layernorm_embedding": Double()}, entry=lambda embeds: embeds * 2),
+    # Cohere ASR: get_language_model() is the decoder itself, so the protocol's own setter reaches it.
+    Case(f"{M}.cohere_asr.CohereAsrForConditionalGeneration",
+         (("model", f"{M}.cohere_asr.CohereASRModel"), ("decoder", f"{M}.cohere_asr.CohereASRDecoder")), "layers",
+         "final_layer_norm", layer=0, wiring={"embedding": Given()}),
     Case(f"{M}.chatglm.ChatGLMForCausalLM",
          (("transformer", f"{M}.chatglm.ChatGLMModel"), ("encoder", f"{M}.chatglm.GLMTransformer")),
          "layers", "final_layernorm", wiring={"post_layer_norm": True}),
@@ -157,8 +162,8 @@ def single_rank(monkeypatch):
 
 def _forward(outer, decoder):
     embeds = torch.randn(TOKENS, HIDDEN)
-    if isinstance(getattr(decoder, "embed_tokens", None), Given):
-        decoder.embed_tokens.value = embeds
+    for given in (m for m in decoder.children() if isinstance(m, Given)):
+        given.value = embeds
     with torch.no_grad():
         return embeds, outer.forward(input_ids=None, positions=torch.arange(TOKENS), inputs_embeds=embeds)
 

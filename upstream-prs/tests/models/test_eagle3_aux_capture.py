@@ -276,8 +276,8 @@ def test_decoder_captures_aux_hidden_states(arch):
 
 
 # Outer classes that keep their decoder outside `.model` override the setter and
-# the default layers: architecture -> (outer class, path to the decoder, decoder
-# class, its layer list).
+# the default layers (Cohere ASR's get_language_model() is the decoder itself):
+# architecture -> (outer class, path to the decoder, decoder class, its layers).
 OUTER_CASES = {
     "GPT2LMHeadModel": ("gpt2.GPT2LMHeadModel", "transformer", "gpt2.GPT2Model", "h"),
     "GPTJForCausalLM": ("gpt_j.GPTJForCausalLM", "transformer", "gpt_j.GPTJModel", "h"),
@@ -321,6 +321,12 @@ OUTER_CASES = {
         "opt.OPTForCausalLM",
         "model.decoder",
         "opt.OPTDecoder",
+        "layers",
+    ),
+    "CohereAsrForConditionalGeneration": (
+        "cohere_asr.CohereAsrForConditionalGeneration",
+        "model.decoder",
+        "cohere_asr.CohereASRDecoder",
         "layers",
     ),
     "ChatGLMForCausalLM": (
