@@ -48,6 +48,11 @@ CASES = {
         "mixtral.MixtralModel",
         "split",
     ),
+    "BailingMoeV3ForCausalLM": (
+        "bailing_moe_v3.BailingMoeV3ForCausalLM",
+        "bailing_moe_v3.BailingMoeV3Model",
+        "split",
+    ),
     "InternLM2ForCausalLM": (
         "internlm2.InternLM2ForCausalLM",
         "internlm2.InternLM2Model",
