@@ -122,6 +122,9 @@ CASES = [
     Case(f"{M}.cohere_asr.CohereAsrForConditionalGeneration",
          (("model", f"{M}.cohere_asr.CohereASRModel"), ("decoder", f"{M}.cohere_asr.CohereASRDecoder")), "layers",
          "final_layer_norm", layer=0, wiring={"embedding": Given()}),
+    # Moondream 3: get_language_model() is the text model (default setter); its blocks are not `.layers`.
+    Case(f"{M}.moondream3.Moondream3ForCausalLM", (("text", f"{M}.moondream3.Moondream3TextModel"),), "blocks",
+         "post_ln"),
     Case(f"{M}.chatglm.ChatGLMForCausalLM",
          (("transformer", f"{M}.chatglm.ChatGLMModel"), ("encoder", f"{M}.chatglm.GLMTransformer")),
          "layers", "final_layernorm", wiring={"post_layer_norm": True}),

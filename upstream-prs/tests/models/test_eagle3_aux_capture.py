@@ -334,6 +334,12 @@ OUTER_CASES = {
         "cohere_asr.CohereASRDecoder",
         "layers",
     ),
+    "Moondream3ForCausalLM": (
+        "moondream3.Moondream3ForCausalLM",
+        "text",
+        "moondream3.Moondream3TextModel",
+        "blocks",
+    ),
     "ChatGLMForCausalLM": (
         "chatglm.ChatGLMForCausalLM",
         "transformer.encoder",
