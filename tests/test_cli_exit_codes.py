@@ -55,7 +55,8 @@ def test_a_malformed_spec_is_bad_input_not_a_finding(repo_copy):
     assert done.returncode == Exit.BAD_INPUT, done.stderr
     assert done.stderr.splitlines() == [
         "forktool check: edits/vllm/models/kimi_k3/amd/linear.py.toml: edit 'declare-supports-eagle3': unknown op "
-        "'add_bases'; use one of: add_base, add_entry, add_literal_member, add_sibling, capture_aux_hidden_states, "
+        "'add_bases'; use one of: add_base, add_entry, add_literal_member, add_method, add_sibling, "
+        "capture_aux_hidden_states, "
         "ensure_import, insert_statement, replace_expression"]
 
 

@@ -10,6 +10,7 @@ attention, MLP) against a hand-computed recurrence: Gemma-3's post-norms and Coh
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -21,6 +22,7 @@ from conftest import assert_aux_states, load_class, skeleton
 HIDDEN, TOKENS, LAYERS = 8, 5, 6
 CHOSEN = (0, 2, 3, 6)  # the embedding, two inner layers and the stream after the last layer
 M = "vllm.model_executor.models"
+BAILING3 = f"{M}.bailing_moe_v3.BailingMoeV3"
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,13 @@ CASES = [
     Case(f"{M}.gemma3_mm.Gemma3ForConditionalGeneration",
          (("language_model", f"{M}.gemma3.Gemma3ForCausalLM"), ("model", f"{M}.gemma3.Gemma3Model"))),
     _lm(f"{M}.mixtral.MixtralForCausalLM", f"{M}.mixtral.MixtralModel"),
+    _lm(f"{M}.internlm2.InternLM2ForCausalLM", f"{M}.internlm2.InternLM2Model"),
+    _lm("vllm.models.flint.model.FlintForCausalLM", "vllm.models.flint.model.FlintModel"),
+    Case(f"{M}.bailing_moe_linear.BailingMoeV25ForCausalLM",
+         (("model", f"{M}.bailing_moe_linear.BailingMoeV25Model"),), residual_at=None),
+    Case(f"{M}.bailing_moe_v3.BailingMoeV3ForCausalLM", (("model", f"{BAILING3}Model"),), hidden_at=0),
+    Case(f"{M}.bailing_moe_v3_vl.BailingMoeV3VLForConditionalGeneration",
+         (("language_model", f"{BAILING3}ForCausalLM"), ("model", f"{BAILING3}Model")), hidden_at=0),
     _lm(f"{M}.qwen2_moe.Qwen2MoeForCausalLM", f"{M}.qwen2_moe.Qwen2MoeModel"),
     _lm(f"{M}.glm4_moe.Glm4MoeForCausalLM", f"{M}.glm4_moe.Glm4MoeModel"),
     _lm(f"{M}.glm4_moe_lite.Glm4MoeLiteForCausalLM", f"{M}.glm4_moe_lite.Glm4MoeLiteModel"),
@@ -143,6 +152,14 @@ WIRING = {
 }
 
 
+# Module-level names a decoder's forward calls outside an engine step, with what a text-only step gives.
+PATCHES = {
+    # BailingMoeV25Model reads the step's attention metadata to hand it to its layers (stand-ins here).
+    "BailingMoeV25ForCausalLM": {
+        f"{M}.bailing_moe_linear.get_forward_context": lambda: SimpleNamespace(attn_metadata=None)},
+}
+
+
 def _skeleton(key: str):
     instance = skeleton(load_class(key))
     instance.do_not_compile = True  # @support_torch_compile's __call__ reads it; run forward eagerly
@@ -179,14 +196,20 @@ def single_rank(monkeypatch):
 def _run(outer, chosen=CHOSEN):
     outer.set_aux_hidden_state_layers(chosen)
     embeds = torch.randn(TOKENS, HIDDEN)
+    # InternLM2's forward takes intermediate_tensors without a default.
+    takes = inspect.signature(outer.forward).parameters
+    extra = {"intermediate_tensors": None} if "intermediate_tensors" in takes else {}
     with torch.no_grad():
-        out = outer.forward(input_ids=None, positions=torch.arange(TOKENS), inputs_embeds=embeds)
+        out = outer.forward(input_ids=None, positions=torch.arange(TOKENS), inputs_embeds=embeds, **extra)
     return embeds, out
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_captured_decoder_returns_the_chosen_stream_states(case):
+def test_captured_decoder_returns_the_chosen_stream_states(case, monkeypatch):
     from vllm.model_executor.models.interfaces import EagleModelMixin, supports_eagle3
+
+    for target, value in PATCHES.get(case.id, {}).items():
+        monkeypatch.setattr(target, value)
 
     outer, decoder = _build(case)
     assert supports_eagle3(outer) and isinstance(decoder, EagleModelMixin)
@@ -280,7 +303,8 @@ class CohereNorm(torch.nn.Module):
 
 def test_every_fork_capture_edit_has_a_case(project):
     from test_eagle3_capture_forward_more import CASES as FORMERLY_REFUSED  # MiMo, EXAONE 4, ... (own harness)
+    from test_eagle3_capture_forward_outer import CASES as OUTSIDE_MODEL  # decoders at .transformer (own harness)
 
-    decoders = {key.rpartition(".")[2] for case in CASES + FORMERLY_REFUSED for _, key in case.path}
+    decoders = {key.rpartition(".")[2] for case in CASES + FORMERLY_REFUSED + OUTSIDE_MODEL for _, key in case.path}
     captured = {e.params["function"].partition(".")[0] for e in project.edits() if e.op == "capture_aux_hidden_states"}
     assert captured <= decoders, f"capture edits without a forward case: {sorted(captured - decoders)}"

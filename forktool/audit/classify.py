@@ -14,6 +14,7 @@ from forktool.audit.registry import (
     read_registry,
 )
 from forktool.audit.symbols import SourceTree
+from forktool.audit.uncaptured import NOT_CAPTURED, STUB_REASON, is_stub
 from forktool.audit.unsupported import unsupported_reason
 from forktool.errors import ForkError
 from forktool.vocabulary import AuditStatus
@@ -98,13 +99,15 @@ def classify(tree: SourceTree) -> list[Row]:
             status = _verdict(contract.declared, contract.implemented)
             reason = contract.reason
             modules = [ref.module, *(key.rpartition(".")[0] for key in contract.holder_classes)]
-            unsupported = unsupported_reason(tree, modules)
+            unsupported = unsupported_reason(tree, modules) or (STUB_REASON if is_stub(ref) else "")
             if unsupported:
                 status, reason = UNSUPPORTED, unsupported
             elif status is None:
                 status = UNRESOLVABLE
             elif status == NOT_APPLICABLE_STATUS:
                 reason = f"{reason}: {NO_CAPTURE}" if reason else NO_CAPTURE
+                if ref.key in NOT_CAPTURED:  # named: why the fork leaves it so
+                    reason = f"{reason}: {NOT_CAPTURED[ref.key]}"
             elif status == NOT_IMPLEMENTED and entry.arch in refused:
                 status, reason = REFUSED, f"config validation refuses aux-state methods ({reason or contract.holder})"
             rows.append(Row(entry.arch, ref.key, entry.table, status, reason, contract.holder,

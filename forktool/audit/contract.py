@@ -35,6 +35,15 @@ def _method(tree: SourceTree, ref: ClassRef, name: str) -> tuple[ClassRef, ast.F
     return None
 
 
+def _delegated_holder(setter: ast.FunctionDef) -> str | None:
+    """'a.b' when a custom setter hands the layers to `self.a.b._set_aux_hidden_state_layers(...)`; else None."""
+    for node in ast.walk(setter):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "_set_aux_hidden_state_layers":
+            return _self_attr(node.func.value) or None
+    return None
+
+
 def _self_attr(node: ast.expr) -> str | None:
     """`self.a.b` -> 'a.b'; None for anything else."""
     parts = []
@@ -48,19 +57,44 @@ def _init_assignments(tree: SourceTree, ref: ClassRef) -> dict[str, list[tuple[s
     """attr -> [(module, value, inside _mark_language_model)] for `self.attr = value` in every __init__
     along the ancestors; a value that is a local variable is replaced by what that variable was set to."""
     result: dict[str, list[tuple[str, ast.expr, bool]]] = {}
+    passed: dict[str, tuple[str, ast.expr]] = {}  # keyword -> (module, value) a subclass hands to super().__init__
     for owner in tree.mro(ref):
         init = next((n for n in owner.node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
         if init is not None:
             found: dict = {}
-            _collect(owner.module, init, found)
+            params = {**_param_defaults(owner.module, init), **passed}
+            _collect(owner.module, init, found, params)
+            passed.update(_super_keywords(owner.module, init, params))
             # The most derived assignment wins: a subclass that sets self.model overrides its base's.
             for attr, values in found.items():
                 result.setdefault(attr, values)
     return result
 
 
-def _collect(module: str, init: ast.FunctionDef, result: dict) -> None:
+def _param_defaults(module: str, init: ast.FunctionDef) -> dict[str, tuple[str, ast.expr]]:
+    """__init__ parameter -> (module, default): `transformer_type: type[M] = M` builds an M unless a subclass says."""
+    args = init.args
+    positional = list(zip(args.args[len(args.args) - len(args.defaults):], args.defaults))
+    keyword = [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    return {a.arg: (module, d) for a, d in positional + keyword}
+
+
+def _super_keywords(module: str, init: ast.FunctionDef, params: dict) -> dict[str, tuple[str, ast.expr]]:
+    """Keywords this __init__ passes to `super().__init__(...)`, a forwarded parameter replaced by its value."""
+    found = {}
+    for node in ast.walk(init):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__init__" \
+                and isinstance(node.func.value, ast.Call) and getattr(node.func.value.func, "id", "") == "super":
+            for kw in node.keywords:
+                if kw.arg:
+                    is_param = isinstance(kw.value, ast.Name) and kw.value.id in params
+                    found[kw.arg] = params[kw.value.id] if is_param else (module, kw.value)
+    return found
+
+
+def _collect(module: str, init: ast.FunctionDef, result: dict, params: dict | None = None) -> None:
     local: dict[str, ast.expr] = {}
+    params = params or {}
 
     def visit(nodes, marked: bool):
         for node in nodes:
@@ -78,9 +112,13 @@ def _collect(module: str, init: ast.FunctionDef, result: dict) -> None:
                     value = node.value
                     if isinstance(value, ast.Name) and value.id in local:
                         value = local[value.id]
+                    where = module
+                    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in params:
+                        where, func = params[value.func.id]  # a class handed in as a parameter: its value
+                        value = ast.Call(func=func, args=value.args, keywords=value.keywords)
                     attr = _self_attr(target)
                     if attr and "." not in attr:
-                        result.setdefault(attr, []).append((module, value, marked))
+                        result.setdefault(attr, []).append((where, value, marked))
                     elif isinstance(target, ast.Name):
                         local[target.id] = value
             for block in ("body", "orelse", "finalbody", "handlers"):
@@ -164,7 +202,10 @@ class ContractReader:
         declared = any(_is(a, "SupportsEagle3") for a in ancestors)
         setter = _method(self.tree, ref, "set_aux_hidden_state_layers")
         if setter and setter[0].module != INTERFACES:
-            return Contract(declared, True, f"custom setter in {setter[0].key}")
+            target = _delegated_holder(setter[1])
+            if target is None:
+                return Contract(declared, True, f"custom setter in {setter[0].key}")
+            return self._judge(ref, declared, target, *self.path_classes(ref, target))
         lm_attr = self._language_model_attr(ref)
         if lm_attr is None:
             return Contract(declared, None, "?", "its language model is not one attribute set in __init__")
@@ -182,6 +223,13 @@ class ContractReader:
             holders += [h for h in inner if h not in holders]
             via_model = True
         path = ".".join(p for p in (lm_attr, "model" if via_model else "") if p) or "self"
+        return self._judge(ref, declared, path, holders, "", {lm_attr or "model", path})
+
+    def _judge(self, ref: ClassRef, declared: bool, path: str, holders: list[ClassRef], why: str,
+               callees: set[str] | None = None) -> Contract:
+        """The contract once the holder classes at `path` are known (none: undecided, for `why`)."""
+        if not holders:
+            return Contract(declared, None, path, why)
         is_mixin = [any(_is(a, "EagleModelMixin") for a in self.tree.mro(h)) for h in holders]
         mixins = [m and self._captures(h) for m, h in zip(is_mixin, holders)]
         implemented = True if all(mixins) else False if not any(mixins) else None
@@ -190,7 +238,7 @@ class ContractReader:
         reason = "platform variants differ" if implemented is None else (
             f"{', '.join(dropped)} inherits EagleModelMixin but its forward never captures" if dropped else "")
         return Contract(declared, implemented, f"{path} -> {names}", reason,
-                        self._passes_through(ref, {lm_attr or "model", path}),
+                        self._passes_through(ref, callees or {path.partition(".")[0], path}),
                         tuple(sorted({h.key for h in holders})))
 
     def _captures(self, holder: ClassRef) -> bool:

@@ -7,7 +7,7 @@ from typing import Callable
 
 import libcst as cst
 
-from forktool.ops import bases, capture, imports, literals, statements
+from forktool.ops import bases, capture, imports, literals, methods, statements
 from forktool.ops.base import Outcome
 
 
@@ -29,4 +29,5 @@ OPERATIONS: dict[str, Operation] = {
     "insert_statement": Operation(statements.INSERT_FIELDS, statements.apply_insert, statements.describe_insert),
     "add_sibling": Operation(statements.SIBLING_FIELDS, statements.apply_sibling, statements.describe_sibling),
     "capture_aux_hidden_states": Operation(capture.FIELDS, capture.apply, capture.describe),
+    "add_method": Operation(methods.FIELDS, methods.apply, methods.describe),
 }

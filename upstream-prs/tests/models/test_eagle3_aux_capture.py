@@ -48,6 +48,16 @@ CASES = {
         "mixtral.MixtralModel",
         "split",
     ),
+    "BailingMoeV3ForCausalLM": (
+        "bailing_moe_v3.BailingMoeV3ForCausalLM",
+        "bailing_moe_v3.BailingMoeV3Model",
+        "split",
+    ),
+    "InternLM2ForCausalLM": (
+        "internlm2.InternLM2ForCausalLM",
+        "internlm2.InternLM2Model",
+        "split",
+    ),
     "Qwen2MoeForCausalLM": (
         "qwen2_moe.Qwen2MoeForCausalLM",
         "qwen2_moe.Qwen2MoeModel",
@@ -268,3 +278,98 @@ def test_decoder_captures_aux_hidden_states(arch):
     assert len(aux) == len(AUX_LAYERS)
     for layer, state in zip(AUX_LAYERS, aux):
         torch.testing.assert_close(state, embeds + layer)
+
+
+# Outer classes that keep their decoder outside `.model` override the setter and
+# the default layers (Cohere ASR's get_language_model() is the decoder itself):
+# architecture -> (outer class, path to the decoder, decoder class, its layers).
+OUTER_CASES = {
+    "GPT2LMHeadModel": ("gpt2.GPT2LMHeadModel", "transformer", "gpt2.GPT2Model", "h"),
+    "GPTJForCausalLM": ("gpt_j.GPTJForCausalLM", "transformer", "gpt_j.GPTJModel", "h"),
+    "DbrxForCausalLM": (
+        "dbrx.DbrxForCausalLM",
+        "transformer",
+        "dbrx.DbrxModel",
+        "blocks",
+    ),
+    "ExaoneForCausalLM": (
+        "exaone.ExaoneForCausalLM",
+        "transformer",
+        "exaone.ExaoneModel",
+        "h",
+    ),
+    "FalconForCausalLM": (
+        "falcon.FalconForCausalLM",
+        "transformer",
+        "falcon.FalconModel",
+        "h",
+    ),
+    "BloomForCausalLM": (
+        "bloom.BloomForCausalLM",
+        "transformer",
+        "bloom.BloomModel",
+        "h",
+    ),
+    "Mamba2ForCausalLM": (
+        "mamba2.Mamba2ForCausalLM",
+        "backbone",
+        "mamba2.Mamba2Model",
+        "layers",
+    ),
+    "NemotronParseForConditionalGeneration": (
+        "nemotron_parse.NemotronParseForConditionalGeneration",
+        "decoder",
+        "nemotron_parse.MBartDecoderNoPos",
+        "layers",
+    ),
+    "OPTForCausalLM": (
+        "opt.OPTForCausalLM",
+        "model.decoder",
+        "opt.OPTDecoder",
+        "layers",
+    ),
+    "CohereAsrForConditionalGeneration": (
+        "cohere_asr.CohereAsrForConditionalGeneration",
+        "model.decoder",
+        "cohere_asr.CohereASRDecoder",
+        "layers",
+    ),
+    "Moondream3ForCausalLM": (
+        "moondream3.Moondream3ForCausalLM",
+        "text",
+        "moondream3.Moondream3TextModel",
+        "blocks",
+    ),
+    "ChatGLMForCausalLM": (
+        "chatglm.ChatGLMForCausalLM",
+        "transformer.encoder",
+        "chatglm.GLMTransformer",
+        "layers",
+    ),
+}
+
+
+def _bare(path: str) -> nn.Module:
+    module = object.__new__(_load(path))
+    nn.Module.__init__(module)
+    return module
+
+
+@pytest.mark.parametrize("arch", sorted(OUTER_CASES))
+def test_outer_class_sets_aux_layers_on_its_decoder(arch):
+    outer_path, attr_path, decoder_path, layers = OUTER_CASES[arch]
+    outer = _bare(outer_path)
+    assert supports_eagle3(outer), f"{arch} does not declare SupportsEagle3"
+    parent = outer
+    *middle, last = attr_path.split(".")
+    for attr in middle:
+        setattr(parent, attr, nn.Module())
+        parent = getattr(parent, attr)
+    decoder = _bare(decoder_path)
+    assert isinstance(decoder, EagleModelMixin)
+    setattr(decoder, layers, nn.ModuleList(nn.Identity() for _ in range(NUM_LAYERS)))
+    setattr(parent, last, decoder)
+
+    outer.set_aux_hidden_state_layers(AUX_LAYERS)
+    assert decoder.aux_hidden_state_layers == AUX_LAYERS
+    assert outer.get_eagle3_default_aux_hidden_state_layers() == (2, 3, 3)
