@@ -58,11 +58,16 @@ def load(kind: str, entry: str):
 
 
 def store(kind: str, entry: str, value) -> None:
-    """Written whole or not at all (a temp file renamed into place)."""
+    """Written whole or not at all: a temp file renamed into place (not atomic.atomic_file, whose fixed temp
+    name two test workers storing the same entry at once would share)."""
     if not enabled():
         return
     path = _path(kind, entry)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8") as out:
-        json.dump(value, out)
-    os.replace(out.name, path)
+    handle, partial = tempfile.mkstemp(dir=path.parent, suffix=".partial")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(value, out)
+        os.replace(partial, path)
+    finally:
+        Path(partial).unlink(missing_ok=True)
