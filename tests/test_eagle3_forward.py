@@ -64,8 +64,9 @@ def _declared_by_fork(project) -> list[tuple[str, str]]:
     applied = {(e["target"], e["id"]) for e in manifest()["edits"] if e["status"] == "clean"}
     from test_eagle3_capture_forward import CASES  # decoders the fork makes capture run there, per layer contract
     from test_eagle3_capture_forward_more import CASES as MORE_CASES  # the formerly refused targets
+    from test_eagle3_capture_forward_outer import CASES as OUTER_CASES  # decoders outside .model (GPT-2, OPT, ...)
 
-    captured = {case.outer for case in [*CASES, *MORE_CASES]}
+    captured = {case.outer for case in [*CASES, *MORE_CASES, *OUTER_CASES]}
     return sorted({(e.target[: -len(".py")].replace("/", "."), e.params["class"]) for e in project.edits()
                    if e.op == "add_base" and e.params["base"] == "SupportsEagle3" and (e.target, e.id) in applied
                    and f'{e.target[: -len(".py")].replace("/", ".")}.{e.params["class"]}' not in captured})
