@@ -99,3 +99,26 @@ def test_each_pipeline_stage_holds_the_kv_of_its_own_layers():
     assert whole == (512 + 64) * 2 * 78  # MLA latent + rope key per layer, bf16, not split by TP
     assert weights.kv_bytes_per_token(glm5, 8, 2, 202752, pp=2) == whole / 2
     assert weights.kv_bytes_per_token(glm5, 8, 2, 202752, pp=4) == (512 + 64) * 2 * 20  # 20 + 19 + 20 + 19
+
+
+# config.json fields of two checkpoints that name their sizes their own way. GPT-2 small (openai-community/gpt2):
+# the GPT2Config quoted in spencerbraun/editable_nlp src/config.py, 124M parameters (minGPT's table). Falcon-7B
+# (tiiuae/falcon-7b): the module shapes printed in kimborgen/falcon-llm README.md (query_key_value 4544 -> 4672, i.e.
+# one shared KV head; MLP 18176; vocab 65024; 32 layers), "7B parameters" in its model card.
+GPT2 = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 50257, "n_positions": 1024,
+        "n_embd": 768, "n_layer": 12, "n_head": 12, "n_inner": None}
+FALCON_7B = {"architectures": ["FalconForCausalLM"], "model_type": "falcon", "vocab_size": 65024, "hidden_size": 4544,
+             "num_hidden_layers": 32, "num_attention_heads": 71, "multi_query": True,
+             "new_decoder_architecture": False, "parallel_attn": True}
+
+
+@pytest.mark.parametrize("raw, config_class, published", [
+    (GPT2, "GPT2Config", 124e6),  # n_embd/n_layer/n_head, MLP of n_inner (null: 4 x width), two matrices
+    (FALCON_7B, "FalconConfig", 6.92e9),  # one KV head (multi_query), MLP 4 x width, two matrices
+], ids=["gpt2", "falcon-7b"])
+def test_configs_with_their_own_size_names_are_counted(raw, config_class, published):
+    import transformers
+
+    resolved = getattr(transformers, config_class)(**{k: v for k, v in raw.items() if k != "architectures"})
+    total = params.count(weights._with_defaults(raw, resolved)).total
+    assert abs(total - published) / published < 0.03, f"{total / 1e9:.3f}B vs {published / 1e9:.3f}B"

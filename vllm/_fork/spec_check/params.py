@@ -58,9 +58,17 @@ def _attention(c: dict) -> tuple[int, int]:
             replicated += (q_rank or hidden) * c["index_n_heads"] * index_dim + hidden * (index_dim + c["index_n_heads"])
         return split, replicated
     head_dim = c.get("head_dim") or hidden // heads
-    kv_heads = c.get("num_key_value_heads") or heads
+    kv_heads = c.get("num_key_value_heads") or _falcon_kv_heads(c) or heads
     gate = 2 if c.get("model_type", "").startswith(("qwen3_next", "qwen3_5")) else 1  # gated attention output
     return hidden * head_dim * (gate * heads + 2 * kv_heads) + heads * head_dim * hidden, 0
+
+
+def _falcon_kv_heads(c: dict) -> int | None:
+    """Falcon's KV heads as vLLM's FalconAttention takes them: num_kv_heads with the new decoder, else one
+    under multi_query (Falcon-7B/40B)."""
+    if c.get("new_decoder_architecture"):
+        return c.get("num_kv_heads")
+    return 1 if c.get("multi_query") else None
 
 
 def _linear_attention(c: dict) -> int:
@@ -125,11 +133,24 @@ def _experts(c: dict) -> int:
     return 0
 
 
+# Families whose MLP is two matrices (up, down; no gate) name its width their own way: OPT, Falcon, GPT-2/GPT-J.
+# GPT-2 and GPT-J write n_inner: null for the default of four times the width.
+_UNGATED_WIDTH = ("ffn_dim", "ffn_hidden_size", "n_inner")
+
+
+def _dense_mlp(c: dict) -> int:
+    hidden = c["hidden_size"]
+    for key in _UNGATED_WIDTH:
+        if key in c and "intermediate_size" not in c:
+            return 2 * hidden * (c[key] or 4 * hidden)
+    return 3 * hidden * (c.get("intermediate_size_mlp") or c["intermediate_size"])
+
+
 def _mlp(c: dict, moe: bool) -> tuple[int, int, int]:
     """(TP-split dense/shared, routed experts, replicated router) parameters of one layer's MLP."""
     hidden = c["hidden_size"]
     if not moe:
-        return 3 * hidden * (c.get("intermediate_size_mlp") or c["intermediate_size"]), 0, 0
+        return _dense_mlp(c), 0, 0
     experts = _experts(c)
     size = c.get("moe_intermediate_size") or c["intermediate_size"]
     shared = c.get("shared_expert_intermediate_size") or (c.get("n_shared_experts") or c.get(

@@ -123,6 +123,10 @@ def _with_defaults(raw: dict, resolved) -> dict:
         base = resolved.to_dict()
     except (AttributeError, TypeError, ValueError):  # a config object without a plain dict form
         base = {}
+    # transformers' standard names (hidden_size, num_hidden_layers, ...) for a config that stores its own (GPT-2's
+    # n_embd, n_layer, ...): to_dict() keeps only the latter.
+    for standard in getattr(resolved, "attribute_map", {}):
+        base.setdefault(standard, getattr(resolved, standard, None))
     merged = {**base, **raw}
     for key, section in raw.items():  # a multimodal text_config keeps the defaults resolved under it too
         if isinstance(section, dict) and isinstance(base.get(key), dict):
