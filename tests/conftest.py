@@ -218,6 +218,19 @@ def skeleton(cls):
     return instance
 
 
+def real_chain(outer: str, path) -> list:
+    """The class `outer` and each (attribute, class) of `path` under it, built without __init__ and wired as the
+    constructor would (each is the named attribute of the one above), forward run eagerly: [outer, …, decoder]."""
+    chain = []
+    for attr, key in [(None, outer), *path]:
+        instance = skeleton(load_class(key))
+        instance.do_not_compile = True  # @support_torch_compile's __call__ reads it; run forward eagerly
+        if chain:
+            setattr(chain[-1], attr, instance)
+        chain.append(instance)
+    return chain
+
+
 
 # ---- export-pr series (helper "export"): the exported PR series applied to the pinned sdist, once per run ----
 

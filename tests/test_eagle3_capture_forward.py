@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import assert_aux_states, load_class, skeleton
+from conftest import assert_aux_states, load_class, real_chain, skeleton
 
 HIDDEN, TOKENS, LAYERS = 8, 5, 6
 CHOSEN = (0, 2, 3, 6)  # the embedding, two inner layers and the stream after the last layer
@@ -160,22 +160,13 @@ PATCHES = {
 }
 
 
-def _skeleton(key: str):
-    instance = skeleton(load_class(key))
-    instance.do_not_compile = True  # @support_torch_compile's __call__ reads it; run forward eagerly
-    for name, value in WIRING.get(type(instance).__name__, {}).items():
-        setattr(instance, name, value)
-    return instance
-
-
 def _build(case: Case, layers: list[torch.nn.Module] | None = None):
     """The real outer class with real intermediate modules down to the real decoder; stand-in layers."""
-    outer = parent = _skeleton(case.outer)
-    for attr, key in case.path:
-        child = _skeleton(key)
-        setattr(parent, attr, child)
-        parent = child
-    decoder = parent
+    chain = real_chain(case.outer, case.path)
+    for instance in chain:
+        for name, value in WIRING.get(type(instance).__name__, {}).items():
+            setattr(instance, name, value)
+    outer, decoder = chain[0], chain[-1]
     decoder.layers = torch.nn.ModuleList(layers or [ContractLayer(case, i) for i in range(LAYERS)])
     decoder.start_layer, decoder.end_layer = 0, LAYERS
     setattr(decoder, case.norm if case.norm != "ignoring" else "norm", Norm(fused=case.norm != "ignoring"))

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import assert_aux_states, load_class, skeleton
+from conftest import assert_aux_states, real_chain
 
 HIDDEN, TOKENS, LAYERS = 8, 5, 6
 CHOSEN = (0, 2, 3, 6)  # the stream entering the first layer, two inner layers, the output of the last layer
@@ -136,22 +136,14 @@ CASES = [
 ]
 
 
-def _skeleton(key: str, wiring: dict):
-    instance = skeleton(load_class(key))
-    instance.do_not_compile = True  # @support_torch_compile's __call__ reads it; run forward eagerly
-    for name, value in wiring.items():
-        setattr(instance, name, value)
-    return instance
-
-
 def build(case: Case):
     """The real outer class over real intermediate modules down to the real decoder with stand-in layers."""
-    outer = parent = _skeleton(case.outer, case.outer_wiring)
-    for depth, (attr, key) in enumerate(case.path):
-        child = _skeleton(key, case.decoder_wiring if depth == len(case.path) - 1 else {})
-        setattr(parent, attr, child)
-        parent = child
-    decoder = parent
+    chain = real_chain(case.outer, case.path)
+    outer, decoder = chain[0], chain[-1]
+    wiring = [(outer, case.outer_wiring)] + ([(decoder, case.decoder_wiring)] if case.path else [])
+    for instance, attributes in wiring:
+        for name, value in attributes.items():
+            setattr(instance, name, value)
     decoder.layers = torch.nn.ModuleList(case.layer() for _ in range(LAYERS))
     decoder.start_layer, decoder.end_layer = 0, LAYERS
     if case.norm is not None:

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import assert_aux_states, load_class, skeleton
+from conftest import assert_aux_states, real_chain
 
 HIDDEN, TOKENS, LAYERS = 8, 5, 6
 CHOSEN = (0, 2, 3, 6)  # the stream entering the first layer, two inner layers, the output of the last layer
@@ -131,20 +131,10 @@ CASES = [
 ]
 
 
-def _skeleton(key: str):
-    instance = skeleton(load_class(key))
-    instance.do_not_compile = True  # @support_torch_compile's __call__ reads it; run forward eagerly
-    return instance
-
-
 def build(case: Case):
     """The real outer class over the real modules down to the real decoder, with stand-in layers and norm."""
-    outer = parent = _skeleton(case.outer)
-    for attr, key in case.path:
-        child = _skeleton(key)
-        setattr(parent, attr, child)
-        parent = child
-    decoder = parent
+    chain = real_chain(case.outer, case.path)
+    outer, decoder = chain[0], chain[-1]
     make = (lambda: WholeLayer(case.layer)) if isinstance(case.layer, int) else case.layer
     setattr(decoder, case.layers, torch.nn.ModuleList(make() for _ in range(LAYERS)))
     decoder.start_layer, decoder.end_layer = 0, LAYERS
