@@ -32,39 +32,31 @@ KV_NAME = {"auto": "bf16", "fp8": "fp8"}
 
 def run_scenario(work: Path, gpu: str, kv: str, draft: bool, planner: str, prefix_caching: bool = True) -> dict:
     """Run scenario.py in a fresh interpreter (stubs must not leak between scenarios)."""
-    tag = f"{gpu}_{kv}_{'draft' if draft else 'nodraft'}_{planner}_{'pc' if prefix_caching else 'nopc'}"
-    out, log = work / f"{tag}.json", work / f"{tag}.log"
-    cmd = [sys.executable, str(HERE / "scenario.py"), "--gpu", gpu, "--kv", kv,
-           "--models", str(work / "models"), "--libcuda", str(work / "libcuda.so.1"),
-           "--out", str(out), "--planner", planner] + (["--draft"] if draft else []) + \
-        ([] if prefix_caching else ["--no-prefix-caching"])
-    with open(log, "w") as fh:
-        rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT).returncode
-    if not out.exists():
-        tail = log.read_text().splitlines()[-15:]
-        return {"gpu": gpu, "kv": kv, "draft": draft, "planner": planner, "prefix_caching": prefix_caching, "ok": False,
-                "error": f"scenario exited {rc} without a result; log tail:\n" + "\n".join(tail)}
-    return json.loads(out.read_text())
+    tag = f"{'draft' if draft else 'nodraft'}_{planner}_{'pc' if prefix_caching else 'nopc'}"
+    return run_scenarios(work, gpu, kv, {tag: (draft, planner, prefix_caching)})[tag]
 
 
 def run_scenarios(work: Path, gpu: str, kv: str, runs: dict[str, tuple]) -> dict[str, dict]:
     """Several scenarios of one GPU and KV dtype (name -> run_scenario's draft, planner[, prefix_caching]) in
     one fresh interpreter: vLLM is imported once for all of them."""
+    stem = work / f"{gpu}_{kv}_{'+'.join(runs)}"  # its own files: kv_capacity runs several batches at once
     batch, outs = [], {}
     for name, (draft, planner, *rest) in runs.items():
-        prefix_caching = rest[0] if rest else True
         outs[name] = work / f"{gpu}_{kv}_{name}.json"
-        batch.append({"draft": draft, "planner": planner, "prefix_caching": prefix_caching, "out": str(outs[name])})
-    (work / "batch.json").write_text(json.dumps(batch))
-    log = work / f"{gpu}_{kv}_batch.log"
+        batch.append({"draft": draft, "planner": planner, "prefix_caching": rest[0] if rest else True,
+                      "out": str(outs[name])})
+    Path(f"{stem}.batch.json").write_text(json.dumps(batch))
+    log = Path(f"{stem}.log")
     cmd = [sys.executable, str(HERE / "scenario.py"), "--gpu", gpu, "--kv", kv, "--models", str(work / "models"),
-           "--libcuda", str(work / "libcuda.so.1"), "--batch", str(work / "batch.json")]
+           "--libcuda", str(work / "libcuda.so.1"), "--batch", f"{stem}.batch.json"]
     with open(log, "w") as fh:
         rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT).returncode
     tail = "\n".join(log.read_text().splitlines()[-15:])
+    failed = {"gpu": gpu, "kv": kv, "ok": False, "error": f"scenario.py exited {rc} without this result; log tail:\n"
+              f"{tail}"}
     return {name: json.loads(out.read_text()) if out.exists() else
-            {"gpu": gpu, "kv": kv, "ok": False, "error": f"scenario batch exited {rc} without this result; log "
-             f"tail:\n{tail}"} for name, out in outs.items()}
+            {**failed, **{key: entry[key] for key in ("draft", "planner", "prefix_caching")}}
+            for (name, out), entry in zip(outs.items(), batch)}
 
 
 def scenario_label(res: dict) -> str:
