@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
 
 from forktool import overlay as overlay_mod
 from forktool.apply import EditResult, apply_edits
@@ -25,9 +24,11 @@ class Assembly:
     results: list[EditResult]
     overlay: dict[str, bytes]
 
-    @cached_property
     def tree(self) -> SourceTree:
-        """The upstream tree with the edited files and the Python overlay laid over it (what the audit reads)."""
+        """The upstream tree with the edited files and the Python overlay laid over it (what the audit reads).
+
+        A new tree each time, not kept: a classified tree holds the parsed modules of every model, which would slow
+        down every later garbage collection of the build."""
         added = {path: data.decode("utf-8") for path, data in self.overlay.items() if path.endswith(".py")}
         return self.upstream.laid_over({**added, **self.changed})
 

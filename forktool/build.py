@@ -71,7 +71,9 @@ def _checked_fork(project: Project, upstream: SourceTree, artifact: str,
                   options: BuildOptions) -> tuple[Assembly, list[InternalResult]]:
     """Steps 2-4. Broken internals are listed after the broken edits, so one run names every culprit; a test-only
     base (allow_absent) builds without them and prints them at the end, as it prints absent and skipped edits."""
-    internals = check_internals(load_internals(project.root), upstream)
+    # On a tree of its own: the modules it parses are freed before the edits are applied (kept alive, they would
+    # slow down every later garbage collection of the build by seconds).
+    internals = check_internals(load_internals(project.root), SourceTree(upstream.read, upstream.paths))
     fork = assemble(project, upstream, options)
     broken = [] if options.allow_absent else [r.line() for r in internals if r.status == InternalStatus.BROKEN]
     fork.require_buildable(artifact, broken)

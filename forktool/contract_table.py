@@ -42,6 +42,6 @@ def contract_module(fork: Assembly, artifact_sha: str, base: str) -> bytes:
     cached = resultcache.load("contract", entry)
     if isinstance(cached, str):
         return cached.encode()
-    data = render_contract(fork.tree, base)
+    data = render_contract(fork.tree(), base)
     resultcache.store("contract", entry, data.decode())
     return data

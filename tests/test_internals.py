@@ -189,12 +189,15 @@ def test_build_stops_at_a_renamed_internal_naming_it(fake_cache, repo_copy):
 
 def test_class_members_resolve_through_bases_and_self_assignments():
     files = {
-        "vllm/a.py": "from vllm.b import Base as Renamed\nclass Child(Renamed):\n"
-                     "    def __init__(self):\n        self.made = 1\n",
+        "vllm/a.py": "from vllm import b\nfrom vllm.b import Base as Renamed\nclass Child(Renamed):\n"
+                     "    def __init__(self):\n        self.made = 1\n"
+                     "class Dotted(b.Base): ...\nclass Typed(Renamed[int]): ...\n",
         "vllm/b.py": "class Base:\n    declared: int\n    def method(self): ...\n",
     }
+    # Bases as the audit resolves them (the same SourceTree): by name, as module.Class, subscripted.
     table = [("Child.made", "present"), ("Child.declared", "present"), ("Child.method", "present"),
-             ("Child.gone", "broken"), ("Missing", "broken")]
+             ("Child.gone", "broken"), ("Missing", "broken"), ("Dotted.method", "present"),
+             ("Typed.declared", "present"), ("Typed.made", "broken")]
     from forktool.internals import Internal
 
     internals = [Internal("vllm.a", name, ("x",), "test") for name, _ in table]

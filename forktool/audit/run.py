@@ -33,7 +33,7 @@ def fork_and_upstream(project: Project, wheel: zipfile.ZipFile, fork=None) -> tu
     if fork is None:
         fork = assemble(project, upstream)
     fork.require_buildable("the pinned wheel")
-    return fork.tree, upstream
+    return fork.tree(), upstream
 
 
 def run_audit(project: Project, tree: str, as_machine: bool, verbose: bool) -> int:
