@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import CPU_BUILD, WHEEL_NAME, run_forktool
+from forktool import build as build_steps
 from forktool import wheelbuild
-from forktool.build import build
 from forktool.errors import ForkError
 from forktool.fetch import sha256_of
 from forktool.contract_table import CONTRACT_PATH
@@ -139,7 +139,8 @@ def test_bad_input_stops_the_build_with_one_line_and_no_wheel(repo_copy, upstrea
     assert not dist.exists() or list(dist.iterdir()) == []
 
 
-def test_failure_while_writing_leaves_nothing_behind(project, tmp_path, monkeypatch):
+def test_failure_while_writing_leaves_nothing_behind(project, upstream_wheel, tmp_path, monkeypatch):
+    monkeypatch.setattr(build_steps, "fetch", lambda *args: upstream_wheel)  # verified once per session
     real_entries = wheelbuild._entries
 
     def failing(*args):
@@ -150,7 +151,7 @@ def test_failure_while_writing_leaves_nothing_behind(project, tmp_path, monkeypa
 
     monkeypatch.setattr(wheelbuild, "_entries", failing)
     with pytest.raises(ForkError, match="simulated"):
-        build(project, BuildOptions(out=tmp_path))
+        build_steps.build(project, BuildOptions(out=tmp_path))
     assert list(tmp_path.iterdir()) == []
 
 
