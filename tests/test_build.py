@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 
 from conftest import CPU_BUILD, WHEEL_NAME, run_forktool
+from forktool import build as build_steps
 from forktool import wheelbuild
 from forktool.errors import ForkError
 from forktool.fetch import sha256_of
 from forktool.contract_table import CONTRACT_PATH
 from forktool.manifest import MANIFEST_PATH
+from forktool.options import BuildOptions
 
 EDITED = "vllm/models/kimi_k3/amd/linear.py"
 
@@ -138,6 +140,7 @@ def test_bad_input_stops_the_build_with_one_line_and_no_wheel(repo_copy, upstrea
 
 
 def test_failure_while_writing_leaves_nothing_behind(project, upstream_wheel, tmp_path, monkeypatch):
+    monkeypatch.setattr(build_steps, "fetch", lambda *args: upstream_wheel)  # verified once per session
     real_entries = wheelbuild._entries
 
     def failing(*args):
@@ -148,7 +151,7 @@ def test_failure_while_writing_leaves_nothing_behind(project, upstream_wheel, tm
 
     monkeypatch.setattr(wheelbuild, "_entries", failing)
     with pytest.raises(ForkError, match="simulated"):
-        wheelbuild.build_wheel(project, upstream_wheel[0], upstream_wheel[1], tmp_path, "fork")
+        build_steps.build(project, BuildOptions(out=tmp_path))
     assert list(tmp_path.iterdir()) == []
 
 
