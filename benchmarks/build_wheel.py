@@ -24,7 +24,9 @@ from forktool.project import Project  # noqa: E402
 from forktool.wheelbuild import build_wheel  # noqa: E402
 
 # The cpu-base pin needs the flags its header names (requirements/cpu-base.txt).
-CPU_SKIP = frozenset({"edits/vllm/models/glm5next/common/mtp.py.toml:topk-buffer-only-with-indexer"})
+CPU_SKIP = frozenset({"edits/vllm/models/glm5next/common/mtp.py.toml:topk-buffer-only-with-indexer",
+                      "edits/vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py.toml"
+                      ":size-chunk-from-target-groups"})
 
 
 def _unpacked_size(path: Path) -> int:
