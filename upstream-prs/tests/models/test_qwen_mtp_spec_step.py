@@ -43,13 +43,17 @@ def test_wrapper_hands_the_step_to_its_predictor(wrapper):
         seen.update(kwargs)
         return "hidden"
 
-    out = wrapper.forward(SimpleNamespace(model=predictor), None, None, None, spec_step_idx=1)
+    out = wrapper.forward(
+        SimpleNamespace(model=predictor), None, None, None, spec_step_idx=1
+    )
     assert out == "hidden"
     assert seen.get("spec_step_idx") == 1
 
 
 def test_qwen3_5_rewrite_keeps_the_layer_count_for_multi_module():
-    config = PretrainedConfig(architectures=["Qwen3_5ForCausalLM"], mtp_num_hidden_layers=2)
+    config = PretrainedConfig(
+        architectures=["Qwen3_5ForCausalLM"], mtp_num_hidden_layers=2
+    )
     config.model_type = "qwen3_5_text"
     draft = SpeculativeConfig.hf_config_override(config)
     assert draft.model_type == "qwen3_5_mtp" and draft.n_predict == 2

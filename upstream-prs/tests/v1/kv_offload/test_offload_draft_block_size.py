@@ -56,7 +56,7 @@ def _checkpoint(path, config: dict) -> str:
 
 
 def _planned(tmp_path, monkeypatch, **speculative):
-    """A speculative config with an offloading connector, and the planner's KV groups."""
+    """A speculative config with an offloading connector, and the planned KV groups."""
     # The planner groups layers by attention type (each group keeping its own
     # block size) only with the hybrid KV cache manager, as on GPU platforms.
     monkeypatch.setattr(current_platform, "support_hybrid_kv_cache", lambda: True)
@@ -118,7 +118,9 @@ def test_chunk_in_tokens_is_sized_from_the_target_groups(planned):
     block_sizes = [g.kv_cache_spec.block_size for g in kv_cache_config.kv_cache_groups]
     assert sorted(set(block_sizes)) == [16, 32]
     config = build_offloading_config(vllm_config, kv_cache_config)
-    assert config.cache.blocks_per_chunk == 2  # 64 tokens of the target's 32-token blocks
+    assert (
+        config.cache.blocks_per_chunk == 2
+    )  # 64 tokens of the target's 32-token blocks
     assert sorted({g.tokens_per_block for g in config.groups}) == [16, 32]
 
 
@@ -142,5 +144,7 @@ def test_an_unmarked_draft_group_gets_a_message_with_the_way_out(tmp_path, monke
     planned = _planned(tmp_path, monkeypatch, disable_eagle_block_drop=True)
     vllm_config, kv_cache_config = _with_extra_config(planned, {"block_size": 64})
     assert not any(g.is_eagle_group for g in kv_cache_config.kv_cache_groups)
-    with pytest.raises(ValueError, match=r"\[16, 32\] tokens per block.*blocks_per_chunk"):
+    with pytest.raises(
+        ValueError, match=r"\[16, 32\] tokens per block.*blocks_per_chunk"
+    ):
         build_offloading_config(vllm_config, kv_cache_config)

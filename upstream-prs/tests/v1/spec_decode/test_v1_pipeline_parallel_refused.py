@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
-"""Model Runner V1 refuses speculative decoding with pipeline parallelism at config time."""
+"""Model Runner V1 refuses speculative decoding with pipeline parallelism early."""
 
 import json
 
