@@ -2,37 +2,16 @@
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
 """Multi-layer Qwen3-Next / Qwen3.5 MTP: each draft step reaches its own MTP layer."""
 
-import json
 import logging
 from types import SimpleNamespace
 
 import pytest
 from transformers import PretrainedConfig
 
-from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig, VllmConfig
+from vllm.config import SpeculativeConfig, VllmConfig
 from vllm.config import vllm as vllm_config_module
 from vllm.model_executor.models.qwen3_5_mtp import Qwen3_5MTP
 from vllm.model_executor.models.qwen3_next_mtp import Qwen3NextMTP
-
-QWEN3_5_TEXT = {
-    "model_type": "qwen3_5_text",
-    "architectures": ["Qwen3_5ForCausalLM"],
-    "vocab_size": 512,
-    "hidden_size": 128,
-    "intermediate_size": 256,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 32,
-    "linear_num_key_heads": 2,
-    "linear_num_value_heads": 4,
-    "linear_key_head_dim": 32,
-    "linear_value_head_dim": 32,
-    "layer_types": ["linear_attention"] * 3 + ["full_attention"],
-    "mtp_num_hidden_layers": 2,
-    "max_position_embeddings": 4096,
-    "torch_dtype": "bfloat16",
-}
 
 
 @pytest.mark.parametrize("wrapper", [Qwen3NextMTP, Qwen3_5MTP])
@@ -50,29 +29,29 @@ def test_wrapper_hands_the_step_to_its_predictor(wrapper):
     assert seen.get("spec_step_idx") == 1
 
 
-def test_qwen3_5_rewrite_keeps_the_layer_count_for_multi_module():
+def _two_layer_qwen3_5_draft() -> PretrainedConfig:
     config = PretrainedConfig(
         architectures=["Qwen3_5ForCausalLM"], mtp_num_hidden_layers=2
     )
     config.model_type = "qwen3_5_text"
-    draft = SpeculativeConfig.hf_config_override(config)
+    return SpeculativeConfig.hf_config_override(config)
+
+
+def test_qwen3_5_rewrite_keeps_the_layer_count_for_multi_module():
+    draft = _two_layer_qwen3_5_draft()
     assert draft.model_type == "qwen3_5_mtp" and draft.n_predict == 2
     # use_multi_module_mtp() reads this field from the draft's top-level config.
     assert draft.num_nextn_predict_layers == 2
 
 
-@pytest.fixture(scope="module")
-def qwen3_5_mtp(tmp_path_factory) -> SpeculativeConfig:
-    path = tmp_path_factory.mktemp("qwen3_5") / "model"
-    path.mkdir()
-    (path / "config.json").write_text(json.dumps(QWEN3_5_TEXT))
-    target = ModelConfig(model=str(path), skip_tokenizer_init=True, max_model_len=1024)
-    return SpeculativeConfig(
-        method="mtp",
-        num_speculative_tokens=2,
-        target_model_config=target,
-        target_parallel_config=ParallelConfig(),
-    )
+@pytest.fixture
+def qwen3_5_mtp() -> SpeculativeConfig:
+    """Method mtp with two draft steps over the real rewritten draft config (the
+    draft model itself is not built)."""
+    spec = object.__new__(SpeculativeConfig)
+    spec.method, spec.num_speculative_tokens = "mtp", 2
+    spec.draft_model_config = SimpleNamespace(hf_config=_two_layer_qwen3_5_draft())
+    return spec
 
 
 def test_two_layer_qwen3_5_takes_the_multi_module_speculator(qwen3_5_mtp):
