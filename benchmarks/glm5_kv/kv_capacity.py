@@ -1,7 +1,7 @@
 """KV-cache capacity of GLM-5.3-Flash at TP8, target-only vs + DFlash2, as vLLM 0.33.0 plans it.
 
 Runs vLLM's own planner on a CPU (stand-in SM90 platform, see README.md), one subprocess per
-scenario, and prints the plan next to the physical bound. From the repo root:
+GPU x KV dtype, and prints stock and fork plans side by side, next to the physical bound. From the repo root:
     python benchmarks/glm5_kv/kv_capacity.py [--gpu H100 H200] [--kv auto fp8] [--prefix-caching on off] [--jobs 2]
 """
 
@@ -30,15 +30,9 @@ LENGTHS = (8192, 131072)
 KV_NAME = {"auto": "bf16", "fp8": "fp8"}
 
 
-def run_scenario(work: Path, gpu: str, kv: str, draft: bool, planner: str, prefix_caching: bool = True) -> dict:
-    """Run scenario.py in a fresh interpreter (stubs must not leak between scenarios)."""
-    tag = f"{'draft' if draft else 'nodraft'}_{planner}_{'pc' if prefix_caching else 'nopc'}"
-    return run_scenarios(work, gpu, kv, {tag: (draft, planner, prefix_caching)})[tag]
-
-
 def run_scenarios(work: Path, gpu: str, kv: str, runs: dict[str, tuple]) -> dict[str, dict]:
-    """Several scenarios of one GPU and KV dtype (name -> run_scenario's draft, planner[, prefix_caching]) in
-    one fresh interpreter: vLLM is imported once for all of them."""
+    """Several scenarios of one GPU and KV dtype (name -> draft, planner[, prefix_caching]) in one fresh
+    interpreter (the stubs never leak between GPUs): vLLM is imported once for all of them."""
     stem = work / f"{gpu}_{kv}_{'+'.join(runs)}"  # its own files: kv_capacity runs several batches at once
     batch, outs = [], {}
     for name, (draft, planner, *rest) in runs.items():
@@ -146,7 +140,7 @@ def print_gain(results: list[dict]) -> None:
             cells.append(f"{before:.1f} -> {after:.1f} ({100 * (after / before - 1):+.1f} %)")
         cells.append(f"{stock['kv_cache_size_tokens']:,} -> {fork['kv_cache_size_tokens']:,}")
         cells.append(f"{least_fill(stock):.1f}% -> {least_fill(fork):.1f}%")
-        cells.append(f"{stock['hit_alignment']} -> {fork['hit_alignment']} tokens")
+        cells.append(f"{stock['hit_alignment']} -> {fork['hit_alignment']} tokens" if prefix_caching else "no hits")
         cells.append(f"{draft_blocks(stock)} -> {draft_blocks(fork)}" if draft else "-")
         print(f"| {gpu} | {KV_NAME[kv]} | {'on' if prefix_caching else 'off'} | "
               f"{'target + DFlash2' if draft else 'target only'} | " + " | ".join(cells) + " |")

@@ -71,7 +71,21 @@ def pools_apply(vllm_config: Any, groups: list) -> bool:
     if (parallel.pipeline_parallel_size, parallel.decode_context_parallel_size,
             getattr(parallel, "prefill_context_parallel_size", 1)) != (1, 1, 1):
         return False
-    return not _fine_grained_hits(vllm_config, groups)
+    return not _fine_grained_hits(vllm_config, groups) and not _cpu_zeroes_slots_by_shared_id(groups)
+
+
+def _cpu_zeroes_slots_by_shared_id(groups: list) -> bool:
+    """The CPU runner zeroes new blocks by indexing each view with the scheduler's ids (shared blocks for a carved
+    pool), which addresses slots; it zeroes at all only with Mamba layers or mixed KV precision."""
+    from vllm.platforms import current_platform
+
+    kv = _kv()
+    if not current_platform.is_cpu():
+        return False
+    specs = [spec for group in groups for spec in layer_specs(group.kv_cache_spec)]
+    precisions = {(spec.dtype, getattr(spec, "kv_quant_mode", None)) for spec in specs
+                  if isinstance(spec, kv.AttentionSpec)}
+    return any(isinstance(spec, kv.MambaSpec) for spec in specs) or len(precisions) > 1
 
 
 def _fine_grained_hits(vllm_config: Any, groups: list) -> bool:

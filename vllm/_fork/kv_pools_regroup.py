@@ -13,6 +13,7 @@ import math
 import re
 from typing import Any
 
+from vllm._fork.kv_pages import block_stride as stride_of
 from vllm._fork.kv_pages import pack_draft_groups
 from vllm._fork.kv_pools_plan import SLOT_ALIGNMENT, _unpadded, layer_specs, pools_apply, slots_per_block
 
@@ -47,7 +48,6 @@ def best_split(num_layers: int, slot_bytes, max_groups: int) -> tuple[int, ...]:
 
 def regroup_state_groups(groups: list, layout: Any, vllm_config: Any) -> list:
     """The planner's groups with its all-Mamba groups re-split for their own pools, when that takes fewer bytes."""
-    from vllm.v1.core.kv_cache_planning import _get_kv_cache_bytes_per_block as stride_of
     from vllm.v1.kv_cache_interface import KVCacheGroupSpec, MambaSpec, UniformTypeKVCacheSpecs
 
     if not layout.is_block_outermost or not pools_apply(vllm_config, groups):
