@@ -76,7 +76,7 @@ def _no_device_objects() -> None:
     torch.cuda.current_device = lambda: 0  # what current_platform.current_device() asks for layer buffers
 
 
-def _build_on_meta(vllm_config, model_config=None):
+def _build_on_meta(vllm_config, model_config=None, prefix: str = ""):
     """What the model loader does up to loading weights, on the meta device (no memory, no kernel)."""
     import torch
     from vllm.config import set_current_vllm_config
@@ -86,14 +86,15 @@ def _build_on_meta(vllm_config, model_config=None):
     model_config = model_config or vllm_config.model_config
     with set_current_vllm_config(vllm_config), set_default_torch_dtype(model_config.dtype), torch.device("meta"), \
             _on_meta():
-        return initialize_model(vllm_config=vllm_config, model_config=model_config)
+        return initialize_model(vllm_config=vllm_config, model_config=model_config, prefix=prefix)
 
 
 def _route_draft_loads_to_meta() -> None:
     """The speculators' loaders call get_model; here it builds on meta instead of loading weights."""
     import vllm.model_executor.model_loader as loader
 
-    stand_in = lambda vllm_config, model_config=None, **_: _build_on_meta(vllm_config, model_config)  # noqa: E731
+    stand_in = lambda vllm_config, model_config=None, prefix="", **_: _build_on_meta(  # noqa: E731
+        vllm_config, model_config, prefix)
     loader.get_model = stand_in
     for name, module in list(sys.modules.items()):
         if name.startswith("vllm.v1.worker.gpu.spec_decode") and hasattr(module, "get_model"):
