@@ -72,7 +72,7 @@ def sharpen(model) -> dict:
         # Read back through the parameter the model uses: the re-initialisation must really be in place.
         if not torch.equal(weight.detach().cpu(), fresh.to(weight.dtype)):
             raise RuntimeError(f"sharpen: {name} does not hold the new weights after the copy")
-    return {"lm_head": name, "norm": norm_name, "gain": gain, "checksum": float(weight.float().abs().sum())}
+    return {"lm_head": name, "norm": norm_name, "gain": gain, "checksum": float(weight.detach().float().abs().sum())}
 
 
 def kv_groups(llm) -> list[dict]:

@@ -26,7 +26,7 @@ def cache_env(cache: Path) -> dict:
             "FLASHINFER_WORKSPACE_BASE": str(cache / "flashinfer"), "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor")}
 
 
-@dataclass
+@dataclass(eq=False)  # a job is itself: jobs shared by scenarios are deduplicated by identity
 class Job:
     """One engine to run: its request (gpu_engine.py) and log; result filled in when it ends."""
 
