@@ -79,3 +79,30 @@ def test_the_speculator_the_runner_would_build(dry_run):
     assert report["qwen3next-dflash"]["speculator"] == "DFlashSpeculator"
     assert report["kimik3-text-dspark"]["speculator"] == "DSparkSpeculator"
     assert report["glm4-eagle3"]["speculator"] == "EagleSpeculator"
+
+
+def test_every_scenario_builds_its_scheduler_and_kv_views(dry_run):
+    _, report = dry_run
+    for scenario in gpu_scenarios.SCENARIOS:
+        entry = report[scenario.name]
+        assert entry["scheduler"]["free_blocks"] > 0, scenario.name
+        prefix = scenario.engine.get("enable_prefix_caching", not scenario.constructed)
+        assert entry["scheduler"]["coordinator"] != "KVCacheCoordinatorNoPrefixCache" or not prefix, scenario.name
+        assert entry["kv_views"] and set(entry["kv_views"]) == set(entry["kv_views_packing_off"]), scenario.name
+
+
+def test_packed_draft_blocks_are_real_in_the_kv_views(dry_run):
+    """The draft layers' tensors hold twice the tokens per block with packing on, as the plan says."""
+    _, report = dry_run
+    for scenario in (s for s in gpu_scenarios.SCENARIOS if s.packed):
+        on, off = report[scenario.name]["kv_views"], report[scenario.name]["kv_views_packing_off"]
+        changed = {name for name in on if on[name] != off[name]}
+        assert changed, scenario.name
+        for name in changed:  # [blocks, kv, tokens per block, head]: the token dim doubles
+            assert on[name][2] == 2 * off[name][2] and on[name][3] == off[name][3], (scenario.name, name)
+
+
+def test_constructed_scenarios_are_built_with_their_drafters(dry_run):
+    _, report = dry_run
+    assert report["constructed-eagle3"]["speculator"] == "EagleSpeculator"
+    assert report["constructed-draft-model"]["speculator"] == "StandaloneARSpeculator"

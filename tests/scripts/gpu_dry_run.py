@@ -47,7 +47,8 @@ def check_plan(scenario, fork: dict, stock: dict) -> None:
 
 def dry_run(scenario, work: Path, platform, state: dict) -> dict:
     """One scenario through everything before the first kernel; raises on the first problem."""
-    from gpu_dry_checks import attention_backends, collect_specs, forward_assertions, plan
+    from gpu_dry_checks import (VIEW_KV_BYTES, VIEW_MAX_LEN, attention_backends, collect_specs, forward_assertions,
+                                kv_views, plan, scheduler)
     from vllm.engine.arg_utils import EngineArgs
 
     vc = EngineArgs(**gpu_scenarios.engine_kwargs(scenario, work)).create_engine_config()
@@ -68,8 +69,14 @@ def dry_run(scenario, work: Path, platform, state: dict) -> dict:
     if not backends["draft"] and scenario.draft_kinds:
         raise Finding("no draft attention layer was marked (is_draft_layer)")
     specs = collect_specs(platform, vc)
-    out["plan"], out["plan_packing_off"] = plan(vc, specs, packing=True), plan(vc, specs, packing=False)
+    kept = {}
+    out["plan"], out["plan_packing_off"] = plan(vc, specs, packing=True, keep=kept), plan(vc, specs, packing=False)
     check_plan(scenario, out["plan"], out["plan_packing_off"])
+    out["scheduler"] = scheduler(kept["vc"], kept["config"])
+    for packing in (True, False):  # the views where packed blocks become real, and the stock ones
+        small = {}
+        plan(vc, specs, packing=packing, available=VIEW_KV_BYTES, max_len=VIEW_MAX_LEN, keep=small)
+        out["kv_views" if packing else "kv_views_packing_off"] = kv_views(small["vc"], small["config"], specs)
     return out
 
 
