@@ -86,8 +86,7 @@ def test_every_scenario_builds_its_scheduler_and_kv_views(dry_run):
     for scenario in gpu_scenarios.SCENARIOS:
         entry = report[scenario.name]
         assert entry["scheduler"]["free_blocks"] > 0, scenario.name
-        prefix = scenario.engine.get("enable_prefix_caching", not scenario.constructed)
-        assert entry["scheduler"]["coordinator"] != "KVCacheCoordinatorNoPrefixCache" or not prefix, scenario.name
+        assert entry["scheduler"]["block_size"] % entry["plan"]["groups"][0]["block_size"] == 0, scenario.name
         assert entry["kv_views"] and set(entry["kv_views"]) == set(entry["kv_views_packing_off"]), scenario.name
 
 
