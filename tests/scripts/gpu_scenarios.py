@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import gpu_constructed  # noqa: E402  (pure Python at import: the checkpoints are written by write())
 
 LAYERS = 8
 GLM_TEXT = dict(
@@ -89,7 +91,7 @@ CONSTRUCTED_ENGINE = dict(load_format="auto", dtype="bfloat16", max_model_len=10
                           gpu_memory_utilization=0.08, kv_cache_memory_bytes=1 << 30, seed=0,
                           enable_prefix_caching=False,
                           compilation_config={"max_cudagraph_capture_size": 64})
-CONSTRUCTED_K = 3
+CONSTRUCTED_K = gpu_constructed.K  # the drafters are built for this many drafts per step
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ class Scenario:
     packed: bool = False  # the fork must pack the draft's KV group here; gpu-check also runs it with packing off
     draft_kinds: tuple = ("attention",)
     speculator: str = ""  # the class Model Runner V2 must draft with (init_speculator's choice)
-    constructed: bool = False  # gpu_constructed.py weights: exact tokens, acceptance floor, packing on and off
+    constructed: bool = False  # gpu_constructed.py weights: exact tokens, acceptance floor
     prefix_ab: bool = False  # constructed, repeated prefixes: also run with prefix caching on, compare acceptance
 
 
@@ -128,9 +130,10 @@ def _glm_scenarios(kind: str, extra: dict) -> list[Scenario]:
     ]
 
 
-def _constructed(name: str, method: str, draft: str, speculator: str, **flags) -> Scenario:
-    spec = {"method": method, "model": "{root}/" + draft, "num_speculative_tokens": CONSTRUCTED_K}
-    return Scenario(name, "constructed_llama", spec, speculator=speculator, constructed=True, **flags)
+def _constructed(name: str, method: str, draft: str | None, speculator: str, target: str = "constructed_llama",
+                 **flags) -> Scenario:
+    spec = {"method": method, "num_speculative_tokens": CONSTRUCTED_K} | ({"model": "{root}/" + draft} if draft else {})
+    return Scenario(name, target, spec, speculator=speculator, constructed=True, **flags)
 
 
 SCENARIOS: list[Scenario] = [
@@ -142,11 +145,16 @@ SCENARIOS: list[Scenario] = [
                                                     "num_speculative_tokens": 3}, speculator="DSparkSpeculator"),
     Scenario("glm4-eagle3", "glm4", {"method": "eagle3", "model": "{root}/eagle3", "num_speculative_tokens": 3},
              {"load_format": "auto", "max_model_len": 1024}, speculator="EagleSpeculator"),
-    # Constructed weights: target and drafter compute the same map, so acceptance must reach the floor.
+    # Constructed weights: target and drafter compute the same map, so acceptance must reach the floor. Nothing
+    # here is packed: beside the Llama target's pages stock already gives the drafters' window groups twice the
+    # tokens per block, so the stride holds no padding (packing needs a block-outermost pool, as GLM's).
     _constructed("constructed-eagle3", "eagle3", "constructed_eagle3", "EagleSpeculator"),
     _constructed("constructed-eagle3-prefix-cache", "eagle3", "constructed_eagle3", "EagleSpeculator",
                  prefix_ab=True),
     _constructed("constructed-draft-model", "draft_model", "constructed_llama", "StandaloneARSpeculator"),
+    _constructed("constructed-mtp", "mtp", None, "MTPSpeculator", target="constructed_mimo"),
+    _constructed("constructed-dflash", "dflash", "constructed_dflash", "DFlashSpeculator"),
+    _constructed("constructed-dflash2", "dflash2", "constructed_dflash2", "DFlash2Speculator"),
 ]
 # The two startup blockers of the old GPU script, as scenarios the dry run must refuse.
 BLOCKERS: list[Scenario] = [
@@ -199,8 +207,5 @@ def write(root: Path) -> Path:
     _folder(root, "k3_dspark", K3_DSPARK, tokenizer=False)
     _tiny_models().glm4(root / "glm4")
     _tiny_models().eagle3(root / "eagle3")
-    sys.path.insert(0, str(HERE))
-    import gpu_constructed
-
     gpu_constructed.write(root)
     return root
