@@ -12,7 +12,8 @@ from functools import cache
 
 from vllm._fork.kv_pages import DISABLE_ENV
 
-# A planning budget as one H100 (TP1) gives: 0.85 x 80 GiB less a few GiB of weights and activations.
+# A planning budget as one H100 (TP1) gives: 0.85 x 80 GiB less a few GiB of weights and activations. An engine
+# with kv_cache_memory_bytes (every gpu-check engine) plans with that instead, as its worker reports it.
 AVAILABLE_KV_BYTES = 60 << 30
 
 
@@ -110,13 +111,15 @@ def collect_specs(platform, vc) -> dict:
     return get_kv_cache_spec(vc)
 
 
-def plan(vc, specs: dict, packing: bool = True, available: int = AVAILABLE_KV_BYTES, max_len: int | None = None,
+def plan(vc, specs: dict, packing: bool = True, available: int | None = None, max_len: int | None = None,
          keep: dict | None = None) -> dict:
     """EngineCore._initialize_kv_caches on a copy of the config's mutable parts; the groups it planned.
 
     keep: receives the planned copy of the config and the KVCacheConfig (for the Scheduler and the views)."""
     from vllm.v1.engine.core import EngineCore
 
+    if available is None:
+        available = vc.cache_config.kv_cache_memory_bytes or AVAILABLE_KV_BYTES
     planned = copy.copy(vc)
     for part in ("cache_config", "scheduler_config", "parallel_config", "model_config"):
         object.__setattr__(planned, part, copy.deepcopy(getattr(vc, part)))
