@@ -45,9 +45,10 @@ PROVENANCE = {
 # `make test` hands whole files to two pytest-xdist workers in collection order (--no-loadscope-reorder): the
 # longest files go first, so that no long file starts last and runs alone. The order is from CI's durations
 # (benchmarks/ci_time.md); files not named keep pytest's order after these.
-LONGEST_FIRST = ("test_cpu_e2e.py", "test_spec_check.py", "test_glm5_speculative.py", "test_gpu_dry_run.py",
-                 "test_tree.py", "test_check.py", "test_spec_check_corpus.py", "test_export.py", "test_build.py",
-                 "test_glm5_kv_plan.py", "test_eagle3_contract.py", "test_installed.py", "test_audit_real.py")
+LONGEST_FIRST = ("test_cpu_e2e.py", "test_spec_check.py", "test_glm5_speculative.py", "test_gpu_constructed.py",
+                 "test_gpu_dry_run.py", "test_tree.py", "test_check.py", "test_spec_check_corpus.py", "test_export.py",
+                 "test_build.py", "test_glm5_kv_plan.py", "test_eagle3_contract.py", "test_installed.py",
+                 "test_audit_real.py")
 
 
 def pytest_collection_modifyitems(items):
