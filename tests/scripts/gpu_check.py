@@ -27,6 +27,7 @@ import gpu_constructed  # noqa: E402
 import gpu_pool  # noqa: E402
 import gpu_scenarios  # noqa: E402
 import gpu_verdicts as v  # noqa: E402
+from gpu_engine import HIGH, LOW  # noqa: E402  (the prompt ids the checkpoints' tokenizer holds)
 
 from vllm._fork.kv_pages import DISABLE_ENV  # noqa: E402
 from vllm._fork.vocabulary import Exit  # noqa: E402
@@ -38,12 +39,24 @@ OFF = {DISABLE_ENV: "1"}
 # then 7 prompts extending it (hits align to the scheduler block and EAGLE drops one: several blocks are needed).
 CONSTRUCTED_LENGTHS = [200, 240, 280, 320, 360, 400, 440, 480]
 PREFIX, SUFFIXES = 512, [16, 40, 64, 88, 112, 136, 160]
+# The pools A/B (GLM + DFlash2, prefix caching on): hits align to the scheduler block (640 tokens at bf16 KV), so
+# a prefix of 4 blocks first, then 7 prompts extending it, in the tokenizer's ids.
+POOLS_PREFIX, POOLS_SUFFIXES = 2560, [100, 300, 500, 700, 900, 1100, 1300]
+
+
+def _prompts(kind: str) -> dict:
+    """A request's prompts: a gpu_engine prompt kind, or the shared prefix first and then prompts extending it."""
+    if kind != "prefix":
+        return {"prompts": kind}
+    first, *rest = gpu_constructed.siblings(POOLS_PREFIX, POOLS_SUFFIXES, tokens=range(LOW, HIGH + 1))
+    return {"prompts": [first], "then": rest}
 
 
 def base_key(scenario) -> tuple:
     """Scenarios whose target runs alike without speculation share one base run."""
     target = re.sub(r"_mtp\d+$", "", scenario.target)
-    return target, scenario.engine.get("kv_cache_dtype", "auto"), "long" if scenario.packed else "short"
+    prompts = "long" if scenario.packed else "prefix" if scenario.pools else "short"
+    return target, scenario.engine.get("kv_cache_dtype", "auto"), prompts
 
 
 def jobs_for(scenario, work: Path, logs: Path, shared: dict) -> dict:
@@ -60,11 +73,11 @@ def jobs_for(scenario, work: Path, logs: Path, shared: dict) -> dict:
     key = base_key(scenario)
     if key not in shared:
         plain = dict(spec_engine, speculative_config=None, model=str(work / key[0]))
-        shared[key] = gpu_pool.Job(f"base-{'-'.join(key)}", {"engine": plain, "prompts": key[2], "logprobs": True,
+        shared[key] = gpu_pool.Job(f"base-{'-'.join(key)}", {"engine": plain, **_prompts(key[2]), "logprobs": True,
                                                              "sharpen": True}, logs / f"base-{'-'.join(key)}.log")
-    roles = {"base": shared[key], "spec": job("spec", {"engine": spec_engine, "prompts": key[2], "sharpen": True})}
-    if scenario.packed:
-        roles["packing_off"] = job("packing-off", {"engine": spec_engine, "prompts": key[2], "sharpen": True,
+    roles = {"base": shared[key], "spec": job("spec", {"engine": spec_engine, **_prompts(key[2]), "sharpen": True})}
+    if scenario.packed or scenario.pools:  # the same engine under the off switch: stock's plan
+        roles["packing_off"] = job("packing-off", {"engine": spec_engine, **_prompts(key[2]), "sharpen": True,
                                                    "env": OFF})
     return roles
 
@@ -94,6 +107,8 @@ def verdict(scenario, runs: dict) -> list[str]:
             problems.append(f"sparse MLA backend {sorted(backends)}, not FLASHINFER_MLA_SPARSE_SM90")
     if scenario.packed:
         problems += v.packing_verdict(runs["spec"], runs["packing_off"])
+    if scenario.pools:
+        problems += v.pools_verdict(runs["spec"], runs["packing_off"])
     if scenario.prefix_ab:
         problems += v.prefix_cache_problems(runs["prefix_on"], runs["spec"])
     return problems

@@ -66,15 +66,15 @@ def prompts(lengths: list[int], seed: int = 7) -> list[list[int]]:
     return [[rng.choice(TOKENS) for _ in range(n)] for n in lengths]
 
 
-def siblings(prefix: int, suffixes: list[int], seed: int = 3) -> list[list[int]]:
+def siblings(prefix: int, suffixes: list[int], seed: int = 3, tokens=TOKENS) -> list[list[int]]:
     """The shared prefix itself, then prompts that extend it: the shape prefix caching serves (multi-turn).
 
     The first prompt is exactly the prefix because a sliding-window group keeps its blocks only at a request's
     own replay boundary (prefix_cache_retention_interval 0): a later prompt can hit only where it extends the
     earlier one up to that boundary."""
-    rng = random.Random(seed)
-    shared = [rng.choice(TOKENS) for _ in range(prefix)]
-    return [shared] + [shared + [rng.choice(TOKENS) for _ in range(n)] for n in suffixes]
+    rng, tokens = random.Random(seed), list(tokens)
+    shared = [rng.choice(tokens) for _ in range(prefix)]
+    return [shared] + [shared + [rng.choice(tokens) for _ in range(n)] for n in suffixes]
 
 
 def rms_scale(*parts: float, width: int = HIDDEN) -> float:

@@ -133,6 +133,8 @@ def plan(vc, specs: dict, packing: bool = True, available: int | None = None, ma
         os.environ.pop(DISABLE_ENV) if before is None else os.environ.__setitem__(DISABLE_ENV, before)
     if keep is not None:
         keep.update(vc=planned, config=config)
+    from gpu_engine import kv_config  # what the GPU engine reports of its scheduler's config, from the same code
+
     groups = []
     for group in config.kv_cache_groups:
         members = getattr(group.kv_cache_spec, "kv_cache_specs", None) or {n: group.kv_cache_spec
@@ -141,7 +143,7 @@ def plan(vc, specs: dict, packing: bool = True, available: int | None = None, ma
         groups.append({"kind": type(next(iter(members.values()))).__name__, "draft": draft,
                        "layers": len(group.layer_names), "block_size": group.kv_cache_spec.block_size})
     return {"num_blocks": config.num_blocks, "block_size": planned.cache_config.block_size, "groups": groups,
-            "layout": str(planned.cache_config.kv_cache_layout)}
+            "layout": str(planned.cache_config.kv_cache_layout), "kv_config": kv_config(config, planned.cache_config)}
 
 
 def draft_blocks(planned: dict) -> list[int]:
@@ -153,7 +155,7 @@ VIEW_KV_BYTES, VIEW_MAX_LEN = 96 << 20, 2048
 
 
 def scheduler(planned_vc, config) -> dict:
-    """The Scheduler EngineCore builds for this KV config: its block sizes and KV cache manager."""
+    """The Scheduler EngineCore builds for this KV config: its block sizes, KV cache manager and per-group pools."""
     from vllm.v1.core.kv_cache_utils import resolve_kv_cache_block_sizes
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.structured_output import StructuredOutputManager
@@ -162,10 +164,14 @@ def scheduler(planned_vc, config) -> dict:
     built = Scheduler(vllm_config=planned_vc, kv_cache_config=config,
                       structured_output_manager=StructuredOutputManager(planned_vc), block_size=block_size,
                       hash_block_size=hash_block_size, log_stats=False)
+    from gpu_engine import kv_config
+
     manager = built.kv_cache_manager
     return {"block_size": block_size, "hash_block_size": hash_block_size,
             "free_blocks": manager.block_pool.get_num_free_blocks(),
-            "coordinator": type(manager.coordinator).__name__}
+            "coordinator": type(manager.coordinator).__name__,
+            "pools": [type(m.block_pool).__name__ for m in manager.coordinator.single_type_managers],
+            "kv_config": kv_config(built.kv_cache_config, planned_vc.cache_config)}
 
 
 def kv_views(planned_vc, config, specs: dict) -> dict:

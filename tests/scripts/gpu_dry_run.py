@@ -8,7 +8,8 @@ the scenario's engine builds (torn down and rebuilt per scenario: the order does
 runner's own speculator (init_speculator + load_model, which marks the draft layers), the constructed checkpoints'
 tensors through the models' own load_weights, the layers' own forward-time assertions evaluated on the built
 modules, the attention backends the layers picked, the KV plan from EngineCore._initialize_kv_caches with and
-without VLLM_FORK_DISABLE_KV_PACKING (the A/B of gpu-check), the Scheduler for that plan and the KV views.
+without VLLM_FORK_DISABLE_KV_PACKING (the A/B of gpu-check), the Scheduler and the KV views for both plans, and
+for the pools scenario gpu-check's rules that need no GPU (gpu_verdicts.pools_plan_problems) on both Schedulers.
 Prints `scenario NAME: dry-run ok` or `scenario NAME: dry-run FAILED: <reason>`. Exit 0 when every scenario is
 ok, 1 when one failed (--blockers adds the old GPU script's two startup blockers, which must fail), 2 bad input.
 --rerun runs a scenario once more at the end (the JSON's "reruns", with the scenario run just before it).
@@ -48,6 +49,21 @@ def check_plan(scenario, fork: dict, stock: dict) -> None:
         raise Finding(f"draft KV group packed where it must not be ({theirs} -> {ours})")
 
 
+def check_pools(scenario, on: dict, off: dict) -> None:
+    """gpu-check's pools rules that need no GPU, on the Schedulers built for both arms; each carved group its pool."""
+    from gpu_verdicts import pools_plan_problems
+
+    if not scenario.pools:
+        return
+    problems = pools_plan_problems(on["kv_config"], off["kv_config"])
+    for arm, built in (("pools on", on), ("pools off", off)):
+        carved = [g["slots"] > 1 for g in built["kv_config"]["groups"]]
+        if [pool == "SlabBlockPool" for pool in built["pools"]] != carved:
+            problems.append(f"{arm}: the scheduler's block pools {built['pools']} are not the carved groups")
+    if problems:
+        raise Finding(problems[0])
+
+
 def dry_run(scenario, work: Path, platform, state: dict) -> dict:
     """One scenario through everything before the first kernel; raises on the first problem."""
     from gpu_dry_checks import (VIEW_KV_BYTES, VIEW_MAX_LEN, attention_backends, collect_specs, forward_assertions,
@@ -74,10 +90,13 @@ def dry_run(scenario, work: Path, platform, state: dict) -> dict:
     if not backends["draft"] and scenario.draft_kinds:
         raise Finding("no draft attention layer was marked (is_draft_layer)")
     specs = collect_specs(platform, vc)
-    kept = {}
-    out["plan"], out["plan_packing_off"] = plan(vc, specs, packing=True, keep=kept), plan(vc, specs, packing=False)
+    kept, stock = {}, {}
+    out["plan"] = plan(vc, specs, packing=True, keep=kept)
+    out["plan_packing_off"] = plan(vc, specs, packing=False, keep=stock)
     check_plan(scenario, out["plan"], out["plan_packing_off"])
     out["scheduler"] = scheduler(kept["vc"], kept["config"])
+    out["scheduler_packing_off"] = scheduler(stock["vc"], stock["config"])
+    check_pools(scenario, out["scheduler"], out["scheduler_packing_off"])
     for packing in (True, False):  # the views where packed blocks become real, and the stock ones
         small = {}
         plan(vc, specs, packing=packing, available=VIEW_KV_BYTES, max_len=VIEW_MAX_LEN, keep=small)

@@ -75,17 +75,30 @@ def sharpen(model) -> dict:
     return {"lm_head": name, "norm": norm_name, "gain": gain, "checksum": float(weight.detach().float().abs().sum())}
 
 
-def kv_groups(llm) -> list[dict]:
-    """The KV-cache groups the engine's scheduler allocates from: kind, draft or not, tokens per block."""
-    config = llm.llm_engine.engine_core.engine_core.scheduler.kv_cache_config
+def kv_groups(config) -> list[dict]:
+    """The KV-cache groups a scheduler allocates from: kind, draft or not, tokens per block, slots per shared block."""
+    slots = getattr(config, "slots_per_block", None) or ()
     rows = []
-    for group in config.kv_cache_groups:
+    for group_id, group in enumerate(config.kv_cache_groups):
         members = getattr(group.kv_cache_spec, "kv_cache_specs", None) or {"": group.kv_cache_spec}
         first = next(iter(members.values()))
         rows.append({"kind": type(first).__name__, "layers": len(group.layer_names),
                      "draft": all(getattr(s, "is_draft", False) for s in members.values()),
-                     "block_size": group.kv_cache_spec.block_size, "window": getattr(first, "sliding_window", None)})
+                     "block_size": group.kv_cache_spec.block_size, "window": getattr(first, "sliding_window", None),
+                     "slots": slots[group_id] if group_id < len(slots) else 1})
     return rows
+
+
+def kv_config(config, cache_config) -> dict:
+    """A scheduler's KV cache config (type, shared blocks, groups) and the capacity vLLM stored for it."""
+    return {"type": type(config).__name__, "num_blocks": config.num_blocks, "groups": kv_groups(config),
+            "kv_cache_size_tokens": cache_config.kv_cache_size_tokens,
+            "kv_cache_max_concurrency": cache_config.kv_cache_max_concurrency}
+
+
+def _scheduler_kv(llm) -> dict:
+    core = llm.llm_engine.engine_core.engine_core  # in process: the engine core itself
+    return kv_config(core.scheduler.kv_cache_config, core.vllm_config.cache_config)
 
 
 def _speculator(worker) -> str | None:
@@ -127,8 +140,9 @@ def run(request: dict) -> dict:
         from vllm import LLM, SamplingParams
 
         llm = LLM(**request["engine"], disable_log_stats=False)  # get_metrics needs the stat loggers
-        out = {"ok": True, "startup_seconds": round(time.time() - started, 1), "kv_groups": kv_groups(llm),
-               "speculator": llm.collective_rpc(_speculator)[0], "versions": versions()}
+        kv = _scheduler_kv(llm)
+        out = {"ok": True, "startup_seconds": round(time.time() - started, 1), "kv_groups": kv["groups"],
+               "kv_config": kv, "speculator": llm.collective_rpc(_speculator)[0], "versions": versions()}
         if request.get("sharpen"):
             out["sharpened"] = llm.apply_model(sharpen)[0]
         params = SamplingParams(temperature=0.0, max_tokens=request.get("max_tokens", MAX_TOKENS), ignore_eos=True,

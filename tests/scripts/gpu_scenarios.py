@@ -30,6 +30,11 @@ GLM_TEXT = dict(
     linear_lower_bound=-5.0, hc_mult=4, hc_eps=1e-6, hc_sinkhorn_iters=20, swiglu_limit=10.0,
     num_nextn_predict_layers=1, torch_dtype="bfloat16", pad_token_id=0, eos_token_id=3, mhc=True,
     mla_use_nope=True, indexer_rope_interleave=True, scoring_func="sigmoid", topk_method="noaux_tc")
+# The pools A/B's target: one more KDA layer (7 against 2 MLA layers), so that the planner's last KDA group holds one
+# state in a two-state block, as the published model's 34 KDA layers leave groups 70-79 % full: a KDA group to carve.
+POOLS_TEXT = GLM_TEXT | dict(num_hidden_layers=LAYERS + 1, mlp_layer_types=["dense"] + ["sparse"] * LAYERS,
+                             layer_types=GLM_TEXT["layer_types"] + ["linear_attention"],
+                             indexer_types=["full"] * (LAYERS + 1))
 GLM_VISION = dict(model_type="glm5_next_vision", depth=1, hidden_size=64, num_heads=2, intermediate_size=128,
                   out_hidden_size=512, projection_intermediate_size=128, patch_size=14, spatial_merge_size=2,
                   temporal_patch_size=2)
@@ -103,6 +108,9 @@ class Scenario:
     speculative: dict
     engine: dict = field(default_factory=dict)
     packed: bool = False  # the fork must pack the draft's KV group here; gpu-check also runs it with packing off
+    # The fork must carve KV pools per page size here (prefix caching on): shared-prefix prompts, and the same
+    # engine again with VLLM_FORK_DISABLE_KV_PACKING=1 (docs/kv-pools.md).
+    pools: bool = False
     draft_kinds: tuple = ("attention",)
     speculator: str = ""  # the class Model Runner V2 must draft with (init_speculator's choice)
     constructed: bool = False  # gpu_constructed.py weights: exact tokens, acceptance floor
@@ -113,7 +121,7 @@ def _glm(kind: str, mtp_layers: int = 1) -> str:
     return f"glm5_{kind}" + (f"_mtp{mtp_layers}" if mtp_layers > 1 else "")
 
 
-def _glm_scenarios(kind: str, extra: dict) -> list[Scenario]:
+def _glm_scenarios(kind: str, extra: dict, pools: bool = False) -> list[Scenario]:
     dflash2 = {"method": "dflash2", "model": "{root}/dflash2", "num_speculative_tokens": 7}
     d2 = "DFlash2Speculator"
     return [
@@ -121,8 +129,8 @@ def _glm_scenarios(kind: str, extra: dict) -> list[Scenario]:
                  speculator="MTPSpeculator"),
         Scenario(f"glm5-{kind}-mtp3", _glm(kind, 3), {"method": "mtp", "num_speculative_tokens": 3}, extra,
                  speculator="MultiModuleMTPSpeculator"),
-        Scenario(f"glm5-{kind}-dflash2-prefix-cache", _glm(kind), dflash2, extra | {"enable_prefix_caching": True},
-                 speculator=d2),
+        Scenario(f"glm5-{kind}-dflash2-prefix-cache", _glm(kind) + ("_pools" if pools else ""), dflash2,
+                 extra | {"enable_prefix_caching": True}, speculator=d2, pools=pools),
         Scenario(f"glm5-{kind}-dflash2-packed", _glm(kind), dflash2, extra | {"enable_prefix_caching": False},
                  packed=True, speculator=d2),
         Scenario(f"glm5-{kind}-dflash2-fp8kv", _glm(kind), dflash2,
@@ -137,7 +145,7 @@ def _constructed(name: str, method: str, draft: str | None, speculator: str, tar
 
 
 SCENARIOS: list[Scenario] = [
-    *_glm_scenarios("text", {}),
+    *_glm_scenarios("text", {}, pools=True),  # the multimodal wrapper plans the same KV: one A/B is enough
     *_glm_scenarios("mm", NO_MM),
     Scenario("qwen3next-dflash", "qwen3_next", {"method": "dflash", "model": "{root}/qwen3_next_dflash",
                                                 "num_speculative_tokens": 4}, speculator="DFlashSpeculator"),
@@ -200,6 +208,8 @@ def write(root: Path) -> Path:
             text_config=dict(text, model_type="glm5_next_text"), vision_config=GLM_VISION,
             tie_word_embeddings=False))
     _folder(root, "glm5_text_index32", dict(glm_text, index_head_dim=32))
+    _folder(root, "glm5_text_pools", POOLS_TEXT | {"model_type": "glm5_next_text",
+                                                   "architectures": ["Glm5NextForCausalLM"]})
     _folder(root, "dflash2", DFLASH2, tokenizer=False)
     _folder(root, "qwen3_next", QWEN3_NEXT)
     _folder(root, "qwen3_next_dflash", QWEN3_NEXT_DFLASH, tokenizer=False)

@@ -1,4 +1,4 @@
-"""gpu-check's pass/fail rules, pure Python (tested on the CPU): greedy consistency, speculation, packing, prefix cache.
+"""gpu-check's pass/fail rules, pure Python (tested on the CPU): greedy, speculation, packing, prefix cache, KV pools.
 
 Why the greedy rule cannot flake on correct code: with temperature 0 the verifier emits the target's own argmax at
 every position, so speculation can change a token only through floating-point differences between the two runs
@@ -124,4 +124,49 @@ def packing_verdict(packed: dict, unpacked: dict, min_prompt: bool = True) -> li
     if min_prompt and (shortest < 3 * on or shortest <= window):
         problems.append(f"prompts from {shortest} tokens do not span 3 packed draft blocks ({on}) and the window "
                         f"({window})")
+    return problems
+
+
+# What the fork logs when the scheduler's coordinator installs carved pools (vllm/_fork/kv_pools_blocks.py).
+POOLS_LOG = "KV pools per page size: KV groups"
+# The groups of a GLM-5.3-Flash + DFlash2 plan whose pages are narrower than the shared stride.
+POOLED_GROUPS = {"the draft group": lambda g: g["draft"], "the tail ring": lambda g: g["kind"] == "CircularBufferSpec",
+                 "a KDA group": lambda g: g["kind"] == "MambaSpec"}
+
+
+def pools_plan_problems(on: dict, off: dict) -> list[str]:
+    """Two scheduler KV configs (gpu_engine.kv_config): carved pools, and stock's plan under the off switch."""
+    problems = []
+    slots = [g["slots"] for g in on["groups"]]
+    if on["type"] != "PooledKVCacheConfig":
+        problems.append(f"pools on: the scheduler's KV config is a {on['type']}, not a PooledKVCacheConfig")
+    for what, matches in POOLED_GROUPS.items():
+        if not any(matches(g) and g["slots"] > 1 for g in on["groups"]):
+            problems.append(f"pools on: {what} is not carved (slots per block by group {slots})")
+    if off["type"] != "KVCacheConfig" or any(g["slots"] > 1 for g in off["groups"]):
+        problems.append(f"VLLM_FORK_DISABLE_KV_PACKING=1 ignored: a {off['type']} with slots "
+                        f"{[g['slots'] for g in off['groups']]}")
+    if on["num_blocks"] != off["num_blocks"]:
+        problems.append(f"{on['num_blocks']} shared blocks with pools, {off['num_blocks']} without (must be equal)")
+    for key in ("kv_cache_max_concurrency", "kv_cache_size_tokens"):
+        if not (on[key] or 0) > (off[key] or 0):
+            problems.append(f"{key} {on[key]} with pools, not above {off[key]} without")
+    return problems
+
+
+def pools_verdict(on: dict, off: dict) -> list[str]:
+    """Both engines of the pools A/B: their KV configs, the log line, and the same prefix-cache hits."""
+    problems = pools_plan_problems(on["kv_config"], off["kv_config"])
+    if POOLS_LOG not in on.get("log_text", ""):
+        problems.append(f"pools on: no log line '{POOLS_LOG} ...'")
+    if POOLS_LOG in off.get("log_text", ""):
+        problems.append(f"VLLM_FORK_DISABLE_KV_PACKING=1 ignored: the log says '{POOLS_LOG} ...'")
+    if not on.get("prefix_cache_hits"):
+        problems.append("pools on: no prefix-cache hit (the shared-prefix prompts did not exercise it)")
+    rate = lambda r: (r.get("prefix_cache_hits") or 0) / (r.get("prefix_cache_queries") or 1)  # noqa: E731
+    if (on.get("prefix_cache_hits"), on.get("prefix_cache_queries")) != (off.get("prefix_cache_hits"),
+                                                                         off.get("prefix_cache_queries")):
+        problems.append(f"prefix-cache hit rate {rate(on):.4f} with pools ({on.get('prefix_cache_hits')} of "
+                        f"{on.get('prefix_cache_queries')} tokens), {rate(off):.4f} without "
+                        f"({off.get('prefix_cache_hits')} of {off.get('prefix_cache_queries')})")
     return problems
