@@ -1,4 +1,4 @@
-"""gpu-check's KV pools A/B (GLM + DFlash2, prefix caching on): its rules and its orchestration on canned engine results.
+"""gpu-check's KV pools A/B (GLM + DFlash2, prefix caching on): its rules and orchestration on canned engine results.
 
 The canned KV configs have the shape gpu_engine.kv_config reports and the numbers `make gpu-dry-run` plans for this
 scenario's target (tests/test_gpu_dry_run.py checks those against the real Scheduler); the engines need a GPU.
@@ -119,7 +119,7 @@ def test_gpu_check_runs_the_pools_ab_on_shared_prefix_prompts(monkeypatch, tmp_p
     prompts = ([gpu_check.POOLS_PREFIX], [gpu_check.POOLS_PREFIX + n for n in gpu_check.POOLS_SUFFIXES])
     assert started == [("base-glm5_text_pools-auto-prefix", {}, *prompts), (f"{NAME}-spec", {}, *prompts),
                        (f"{NAME}-packing-off", OFF_ENV, *prompts)]
-    first, *rest = gpu_check._prompts("prefix").values()
+    first, *rest = gpu_check.request_prompts("prefix").values()
     assert all(p[:gpu_check.POOLS_PREFIX] == first[0] for p in rest[0])  # every prompt extends the prefix
 
 

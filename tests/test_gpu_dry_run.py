@@ -96,14 +96,17 @@ def test_every_scenario_builds_its_scheduler_and_kv_views(dry_run):
 
 
 def test_packed_draft_blocks_are_real_in_the_kv_views(dry_run):
-    """The draft layers' tensors hold twice the tokens per block with packing on, as the plan says."""
+    """The draft layers' tensors hold twice the tokens per block with packing on, as the plan says; every other
+    view that changes is a carved pool's (k blocks per shared block, the page unchanged)."""
     _, report, _ = dry_run
     for scenario in (s for s in gpu_scenarios.SCENARIOS if s.packed):
         on, off = report[scenario.name]["kv_views"], report[scenario.name]["kv_views_packing_off"]
         changed = {name for name in on if on[name] != off[name]}
-        assert changed, scenario.name
-        for name in changed:  # [blocks, kv, tokens per block, head]: the token dim doubles
-            assert on[name][2] == 2 * off[name][2] and on[name][3] == off[name][3], (scenario.name, name)
+        # [blocks, kv, tokens per block, head]: the token dim doubles
+        packed = {n for n in changed if on[n][2] == 2 * off[n][2] and on[n][3] == off[n][3]}
+        assert packed, scenario.name
+        for name in changed - packed:
+            assert on[name][0] % off[name][0] == 0 and on[name][1:] == off[name][1:], (scenario.name, name)
 
 
 def test_constructed_scenarios_are_built_with_their_drafters_and_load_their_checkpoints(dry_run):
@@ -131,3 +134,27 @@ def test_the_outcome_does_not_depend_on_the_scenarios_before(dry_run):
     groups = {name: entry["groups"] for name, entry in report.items() if "groups" in entry}
     assert {g["moe"] for g in groups.values()} == {True, False}
     assert all(g["expert_parallel"] == g["moe"] for g in groups.values()), groups
+
+
+def test_the_pools_scenario_carves_on_and_is_stock_with_the_off_switch(dry_run):
+    """gpu-check's pools rules that need no GPU, on the Schedulers built for both arms (the dry run fails the
+    scenario otherwise; here the numbers): carved draft, tail-ring and KDA groups, the same shared blocks, more
+    capacity, a block pool of its own per carved group, and the same prefix hits for gpu-check's prompts."""
+    _, report, _ = dry_run
+    [name] = [s.name for s in gpu_scenarios.SCENARIOS if s.pools]
+    on, off = report[name]["scheduler"], report[name]["scheduler_packing_off"]
+    slots = {g["kind"] + ("/draft" if g["draft"] else ""): g["slots"] for g in on["kv_config"]["groups"]}
+    assert on["kv_config"]["type"] == "PooledKVCacheConfig" and off["kv_config"]["type"] == "KVCacheConfig"
+    assert slots["SlidingWindowSpec/draft"] > 1 and slots["CircularBufferSpec"] > 1, slots
+    assert any(g["slots"] > 1 for g in on["kv_config"]["groups"] if g["kind"] == "MambaSpec"), slots
+    assert all(g["slots"] == 1 for g in off["kv_config"]["groups"])
+    assert on["kv_config"]["num_blocks"] == off["kv_config"]["num_blocks"] and on["free_blocks"] == off["free_blocks"]
+    for key in ("kv_cache_max_concurrency", "kv_cache_size_tokens"):
+        assert on["kv_config"][key] > off["kv_config"][key], key
+    assert [p == "SlabBlockPool" for p in on["pools"]] == [g["slots"] > 1 for g in on["kv_config"]["groups"]]
+    assert set(off["pools"]) == {"BlockPool"}
+    assert on["prefix_hits"] == off["prefix_hits"] and sum(on["prefix_hits"]) > 0
+    # The views where the slots become real: a carved layer's tensor addresses k blocks per shared block.
+    views_on, views_off = report[name]["kv_views"], report[name]["kv_views_packing_off"]
+    ratios = {views_on[n][0] // views_off[n][0] for n in views_on if views_on[n] != views_off[n]}
+    assert ratios == {k for k in slots.values() if k > 1}, (ratios, slots)

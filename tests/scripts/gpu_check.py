@@ -44,7 +44,7 @@ PREFIX, SUFFIXES = 512, [16, 40, 64, 88, 112, 136, 160]
 POOLS_PREFIX, POOLS_SUFFIXES = 2560, [100, 300, 500, 700, 900, 1100, 1300]
 
 
-def _prompts(kind: str) -> dict:
+def request_prompts(kind: str) -> dict:
     """A request's prompts: a gpu_engine prompt kind, or the shared prefix first and then prompts extending it."""
     if kind != "prefix":
         return {"prompts": kind}
@@ -73,12 +73,13 @@ def jobs_for(scenario, work: Path, logs: Path, shared: dict) -> dict:
     key = base_key(scenario)
     if key not in shared:
         plain = dict(spec_engine, speculative_config=None, model=str(work / key[0]))
-        shared[key] = gpu_pool.Job(f"base-{'-'.join(key)}", {"engine": plain, **_prompts(key[2]), "logprobs": True,
-                                                             "sharpen": True}, logs / f"base-{'-'.join(key)}.log")
-    roles = {"base": shared[key], "spec": job("spec", {"engine": spec_engine, **_prompts(key[2]), "sharpen": True})}
+        shared[key] = gpu_pool.Job(f"base-{'-'.join(key)}", {"engine": plain, **request_prompts(key[2]),
+                                                             "logprobs": True, "sharpen": True},
+                                   logs / f"base-{'-'.join(key)}.log")
+    request = {"engine": spec_engine, **request_prompts(key[2]), "sharpen": True}
+    roles = {"base": shared[key], "spec": job("spec", request)}
     if scenario.packed or scenario.pools:  # the same engine under the off switch: stock's plan
-        roles["packing_off"] = job("packing-off", {"engine": spec_engine, **_prompts(key[2]), "sharpen": True,
-                                                   "env": OFF})
+        roles["packing_off"] = job("packing-off", dict(request, env=OFF))
     return roles
 
 

@@ -189,3 +189,25 @@ def kv_views(planned_vc, config, specs: dict) -> dict:
         if last * view.element_size() > storage:
             raise RuntimeError(f"KV view of {name} reaches past its allocation")
     return {name: list(view.shape) for name, view in views.items()}
+
+
+def prefix_hits(planned_vc, config, batches: list[list[list[int]]], max_tokens: int = 8) -> list[int]:
+    """Prefix-hit tokens per prompt when the batches go one after another through vLLM's KVCacheManager on this
+    plan, called as the scheduler calls it (tests/kv_pools_sim.py): do gpu-check's prompts exercise the cache?"""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from kv_pools_sim import Engine
+    from planner import manager_args  # benchmarks/glm5_kv: what the Scheduler hands its KVCacheManager
+
+    engine = Engine(config, manager_args(planned_vc, config))
+    chunk = max(1, planned_vc.scheduler_config.max_num_batched_tokens // engine.block)
+    for number, batch in enumerate(batches):
+        for index, prompt in enumerate(batch):
+            engine.add(f"{number}-{index}", prompt, chunk_blocks=chunk)
+        while engine.waiting or engine.running:
+            engine.step(accepted=1)
+            for request in [r for r in engine.running if r.num_output_tokens >= max_tokens]:
+                engine.finish(request)
+    return [hit for _, hit in engine.hits]

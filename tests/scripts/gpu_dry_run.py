@@ -50,12 +50,15 @@ def check_plan(scenario, fork: dict, stock: dict) -> None:
 
 
 def check_pools(scenario, on: dict, off: dict) -> None:
-    """gpu-check's pools rules that need no GPU, on the Schedulers built for both arms; each carved group its pool."""
+    """gpu-check's pools rules that need no GPU, on the Schedulers built for both arms: the KV configs, a pool per
+    carved group, and the same prefix hits for gpu-check's prompts."""
     from gpu_verdicts import pools_plan_problems
 
     if not scenario.pools:
         return
     problems = pools_plan_problems(on["kv_config"], off["kv_config"])
+    if not any(on["prefix_hits"]) or on["prefix_hits"] != off["prefix_hits"]:
+        problems.append(f"prefix hits per prompt {on['prefix_hits']} with pools, {off['prefix_hits']} without")
     for arm, built in (("pools on", on), ("pools off", off)):
         carved = [g["slots"] > 1 for g in built["kv_config"]["groups"]]
         if [pool == "SlabBlockPool" for pool in built["pools"]] != carved:
@@ -67,7 +70,7 @@ def check_pools(scenario, on: dict, off: dict) -> None:
 def dry_run(scenario, work: Path, platform, state: dict) -> dict:
     """One scenario through everything before the first kernel; raises on the first problem."""
     from gpu_dry_checks import (VIEW_KV_BYTES, VIEW_MAX_LEN, attention_backends, collect_specs, forward_assertions,
-                                kv_views, plan, scheduler)
+                                kv_views, plan, prefix_hits, scheduler)
     from vllm.engine.arg_utils import EngineArgs
 
     vc = EngineArgs(**gpu_scenarios.engine_kwargs(scenario, work)).create_engine_config()
@@ -96,6 +99,12 @@ def dry_run(scenario, work: Path, platform, state: dict) -> dict:
     check_plan(scenario, out["plan"], out["plan_packing_off"])
     out["scheduler"] = scheduler(kept["vc"], kept["config"])
     out["scheduler_packing_off"] = scheduler(stock["vc"], stock["config"])
+    if scenario.pools:  # gpu-check's shared-prefix prompts through each arm's KV cache manager
+        import gpu_check
+
+        batches = list(gpu_check.request_prompts("prefix").values())
+        for key, arm in (("scheduler", kept), ("scheduler_packing_off", stock)):
+            out[key]["prefix_hits"] = prefix_hits(arm["vc"], arm["config"], batches)
     check_pools(scenario, out["scheduler"], out["scheduler_packing_off"])
     for packing in (True, False):  # the views where packed blocks become real, and the stock ones
         small = {}
