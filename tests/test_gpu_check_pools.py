@@ -127,3 +127,8 @@ def test_gpu_check_fails_the_pools_scenario_when_the_switch_is_ignored(monkeypat
     code, _, row = _check(monkeypatch, tmp_path, _arm(True))
     assert code == 1
     assert row["problems"][0].startswith("VLLM_FORK_DISABLE_KV_PACKING=1 ignored")
+
+
+def test_the_table_shows_both_arms_kv_capacity(monkeypatch, tmp_path):
+    _check(monkeypatch, tmp_path, _arm(False))
+    assert "2,220,049 (1,991,780)" in (tmp_path / "table.txt").read_text()

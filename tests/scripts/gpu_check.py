@@ -123,9 +123,16 @@ def row(scenario, runs: dict, problems: list[str]) -> dict:
     return out
 
 
+def kv_tokens(runs: dict) -> str:
+    """The speculative engine's KV capacity in tokens, and the same engine's under the off switch."""
+    tokens = [(runs.get(role, {}).get("kv_config") or {}).get("kv_cache_size_tokens") for role in
+              ("spec", "packing_off")]
+    return " ".join(f"{t:,}" if i == 0 else f"({t:,})" for i, t in enumerate(tokens) if t) or "-"
+
+
 def table(report: dict) -> str:
     head = ("scenario", "verdict", "speculator", "drafts", "accepted/draft", "compared", "draft block",
-            "packing off: accepted/draft", "prefix on: accepted/draft")
+            "packing off: accepted/draft", "prefix on: accepted/draft", "KV tokens (off switch)")
     rows = [head]
     per = lambda r: f"{r['accepted'] / r['drafts']:.2f}" if r.get("drafts") else "-"  # noqa: E731
     for name, entry in report.items():
@@ -135,7 +142,7 @@ def table(report: dict) -> str:
         rows.append((name, "ok" if entry["ok"] else "FAILED: " + entry["problems"][0][:70],
                      str(spec.get("speculator", "-")), str(spec.get("drafts", "-")), per(spec),
                      f"{greedy.get('compared', '-')}/{greedy.get('total', '-')}", str(draft or "-"),
-                     per(runs.get("packing_off", {})), per(runs.get("prefix_on", {}))))
+                     per(runs.get("packing_off", {})), per(runs.get("prefix_on", {})), kv_tokens(runs)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)) for r in rows)
 
