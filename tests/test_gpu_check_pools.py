@@ -132,3 +132,25 @@ def test_gpu_check_fails_the_pools_scenario_when_the_switch_is_ignored(monkeypat
 def test_the_table_shows_both_arms_kv_capacity(monkeypatch, tmp_path):
     _check(monkeypatch, tmp_path, _arm(False))
     assert "2,220,049 (1,991,780)" in (tmp_path / "table.txt").read_text()
+
+
+def _built(pools: bool, hits=(0, 1920, 2560)) -> dict:
+    """A dry-run Scheduler entry (gpu_dry_checks.scheduler plus the prefix hits) for one arm."""
+    kv = _arm(pools)["kv_config"]
+    carved = ["SlabBlockPool" if g["slots"] > 1 else "SharedBlockPool" for g in kv["groups"]]
+    return {"kv_config": kv, "pools": carved if pools else ["BlockPool"] * len(kv["groups"]), "prefix_hits": list(hits)}
+
+
+def test_the_dry_run_applies_the_gpu_free_rules_to_both_schedulers():
+    import gpu_dry_run  # installs no stand-in platform at import (its main() does)
+
+    scenario = gpu_scenarios.BY_NAME[NAME]
+    gpu_dry_run.check_pools(scenario, _built(True), _built(False))
+    gpu_dry_run.check_pools(gpu_scenarios.BY_NAME["glm5-text-mtp1"], _built(False), _built(False))  # not an A/B
+    shared_only = dict(_built(True), pools=["SharedBlockPool"] * 7)
+    with pytest.raises(gpu_dry_run.Finding, match=r"pools on: the scheduler's block pools \['SharedBlockPool'"):
+        gpu_dry_run.check_pools(scenario, shared_only, _built(False))
+    with pytest.raises(gpu_dry_run.Finding, match="VLLM_FORK_DISABLE_KV_PACKING=1 ignored"):
+        gpu_dry_run.check_pools(scenario, _built(True), _built(True))
+    with pytest.raises(gpu_dry_run.Finding, match=r"prefix hits per prompt \[0, 1920, 2560\] with pools, \[0, 640"):
+        gpu_dry_run.check_pools(scenario, _built(True), _built(False, hits=(0, 640, 2560)))
