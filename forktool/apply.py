@@ -9,7 +9,7 @@ import libcst as cst
 
 from forktool import resultcache
 from forktool.errors import FindingsError, ForkError
-from forktool.ops import OPERATIONS
+from forktool.ops import OPERATIONS, imports
 from forktool.specs import Edit
 from forktool.vocabulary import EditStatus
 
@@ -44,7 +44,13 @@ def _apply_one(module: cst.Module, edit: Edit) -> tuple[cst.Module, EditResult]:
         return module, EditResult(edit, status, detail)
     if status == EditStatus.ABSORBED:
         return module, EditResult(edit, status, "already upstream; see remove_when")
-    return outcome.module, EditResult(edit, status)
+    edited = outcome.module
+    for name_module, name in edit.imports:  # the edit asks for the imports its code needs, as a LibCST codemod
+        added = imports.apply(edited, {"module": name_module, "name": name})
+        if added.note:
+            return module, EditResult(edit, EditStatus.BROKEN, f"import {name} from {name_module}: {added.note}")
+        edited = added.module
+    return edited, EditResult(edit, status)
 
 
 def apply_edits(sources: dict[str, str], edits: list[Edit],
@@ -92,7 +98,7 @@ def _apply_file(source: str, target: str, group: list[Edit]) -> tuple[str, list[
 def apply_key(source: str, group: list[Edit]) -> str:
     """What one file's result depends on: the engine's code, LibCST, the file and each edit's op, params, expect."""
     engine = resultcache.code_digest("apply.py", "ops/*.py", packages=("libcst",))
-    return resultcache.key(engine, source, [[e.op, e.params, e.expect] for e in group])
+    return resultcache.key(engine, source, [[e.op, e.params, e.expect, e.imports] for e in group])
 
 
 def require_no_broken(results: list[EditResult]) -> None:

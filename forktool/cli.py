@@ -1,4 +1,4 @@
-"""Command line: python -m forktool {build,tree,export-pr,check,audit}."""
+"""Command line: python -m forktool {build,tree,export-pr,check,audit,arch-history,ledger}."""
 
 from __future__ import annotations
 
@@ -83,6 +83,24 @@ def _history(args, project: Project) -> int:
     return Exit.OK
 
 
+def _ledger(args, project: Project) -> int:
+    from forktool.atomic import atomic_file
+    from forktool.ledger import LEDGER_PATH, render_ledger
+
+    text = render_ledger(project)
+    path = project.root / (args.out or LEDGER_PATH)
+    if args.check:
+        if path.is_file() and path.read_text(encoding="utf-8") == text:
+            return Exit.OK
+        print(f"forktool ledger: {path.relative_to(project.root)} is stale; run `python -m forktool ledger`",
+              file=sys.stderr)
+        return Exit.FINDINGS
+    with atomic_file(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    print(f"wrote {path.relative_to(project.root)}")
+    return Exit.OK
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="forktool", description=__doc__)
     top.add_argument("--repo", default=None, help="fork checkout (default: the one holding forktool)")
@@ -117,6 +135,10 @@ def parser() -> argparse.ArgumentParser:
     history = verbs.add_parser("arch-history", help="first release of each architecture, for vllm spec-check")
     history.add_argument("--base", action="append", required=True, help="a release to read, e.g. vllm==0.29.0")
     history.set_defaults(run=_history)
+    ledger = verbs.add_parser("ledger", help="the one-page edit ledger (docs/edit-ledger.md) from edits/")
+    ledger.add_argument("--out", default=None, help="where to write it (default: docs/edit-ledger.md)")
+    ledger.add_argument("--check", action="store_true", help="exit 1 when the file differs from edits/")
+    ledger.set_defaults(run=_ledger)
     return top
 
 

@@ -3,6 +3,7 @@ PR in upstream-prs/series.toml) and `<path>.fork.toml` (edits that stay in the f
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import tomllib
@@ -16,7 +17,7 @@ SUFFIX = ".toml"
 FORK_SUFFIX = ".fork.toml"
 FORK_MODULE = "vllm._fork"
 PROVENANCE = ("why", "upstream", "remove_when")
-COMMON = {"id", "op", "expect", "pr", *PROVENANCE}
+COMMON = {"id", "op", "expect", "pr", "imports", *PROVENANCE}
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Edit:
     upstream: str
     remove_when: str
     pr: str | None = None  # the series entry it is exported in; None for a fork-only edit
+    imports: tuple[tuple[str, str], ...] = ()  # (module, name) pairs the edit's code needs, added when it applies
 
     @property
     def fork_only(self) -> bool:
@@ -51,6 +53,8 @@ class Edit:
         body = {"target": self.target, "id": self.id, "op": self.op, "expect": self.expect,
                 "params": self.params, "why": self.why, "upstream": self.upstream,
                 "remove_when": self.remove_when}
+        if self.imports:  # only then: the checksums of edits without imports stay what they were
+            body["imports"] = [list(pair) for pair in self.imports]
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
@@ -75,6 +79,24 @@ def _check_kind(where: str, spec_file: str, table: dict, fork_only: bool) -> Non
     if any(FORK_MODULE in str(value) for value in table.values()):
         raise ForkError(f"{where}: uses {FORK_MODULE}, which never goes upstream; move it to {home} "
                         "or write the change the way upstream would")
+
+
+def _imports(where: str, value: object) -> tuple[tuple[str, str], ...]:
+    """`imports = ["from .interfaces import SupportsEagle3", ...]`: the from-imports the edit's code needs."""
+    hint = "field 'imports' must be a list of 'from <module> import <name>[, <name>]' strings"
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ForkError(f"{where}: {hint}")
+    pairs = []
+    for item in value:
+        try:
+            [node] = ast.parse(item).body
+        except (SyntaxError, ValueError):
+            raise ForkError(f"{where}: {hint}; got {item!r}") from None
+        if not isinstance(node, ast.ImportFrom) or any(alias.asname or alias.name == "*" for alias in node.names):
+            raise ForkError(f"{where}: {hint}; got {item!r}")
+        module = "." * node.level + (node.module or "")
+        pairs += [(module, alias.name) for alias in node.names]
+    return tuple(pairs)
 
 
 def _edit_from_table(spec_file: str, target: str, title: str, pr: str | None, index: int,
@@ -117,7 +139,8 @@ def _edit_from_table(spec_file: str, target: str, title: str, pr: str | None, in
     if op == "ensure_import" and expect > 1:
         raise ForkError(f"{where}: ensure_import takes expect = 1 (extend the import) or 0 (new line)")
     return Edit(spec_file, target, title, edit_id, op, params, expect,
-                table["why"].strip(), table["upstream"].strip(), table["remove_when"].strip(), pr)
+                table["why"].strip(), table["upstream"].strip(), table["remove_when"].strip(), pr,
+                _imports(where, table.get("imports", [])))
 
 
 def load_spec(path: Path, edits_root: Path, repo_root: Path) -> list[Edit]:

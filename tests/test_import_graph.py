@@ -22,7 +22,7 @@ LAYERS = {
     "inputs": ("specs", "series", "project", "options"),
     "steps": ("apply", "format", "manifest", "internals", "assembly", "audit", "contract_table", "wheelbuild",
               "tree"),
-    "verbs": ("build", "check", "export", "history", "audit.run"),
+    "verbs": ("build", "check", "export", "history", "audit.run", "ledger"),
     "entry points": ("cli", "__main__", "migrate"),
 }
 

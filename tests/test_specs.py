@@ -77,6 +77,20 @@ def test_bad_spec_is_one_clear_line(tmp_path, change, message):
     assert "\n" not in text
 
 
+@pytest.mark.parametrize("imports", ['"from .interfaces import SupportsEagle3"', '["import torch"]',
+                                     '["from .interfaces import *"]', '["from .interfaces import A as B"]'])
+def test_imports_field_takes_from_imports_only(tmp_path, imports):
+    spec = _spec(tmp_path, GOOD.replace('base = "B"\n', f'base = "B"\nimports = {imports}\n'))
+    with pytest.raises(ForkError, match=r"edit 'declare': field 'imports' must be a list of 'from <module> import"):
+        load_spec(spec, tmp_path / "edits", tmp_path)
+
+
+def test_imports_field_names_module_and_name_pairs(tmp_path):
+    spec = _spec(tmp_path, GOOD.replace('base = "B"\n', 'base = "B"\nimports = ["from .interfaces import A, B"]\n'))
+    [edit] = load_spec(spec, tmp_path / "edits", tmp_path)
+    assert edit.imports == ((".interfaces", "A"), (".interfaces", "B"))
+
+
 def test_duplicate_ids_and_stray_files_are_refused(tmp_path):
     _spec(tmp_path, GOOD + GOOD.split("\n", 1)[1])
     with pytest.raises(ForkError, match="edit id 'declare' is used twice"):
