@@ -80,15 +80,16 @@ def test_vllm_console_script_has_the_subcommand_and_keeps_stdout_for_the_report(
     argv = scenarios["glm5_dflash2_alias"].argv
     text = subprocess.run([sys.executable, "-X", "importtime", str(vllm), "spec-check", *argv], capture_output=True,
                           text=True, timeout=300)
-    assert text.returncode == 0, text.stderr[-3000:]
+    # exit 1: a config-only draft folder cannot show its tensors (the checkpoint-contents check cannot tell)
+    assert text.returncode == 1 and "Traceback" not in text.stderr, text.stderr[-3000:]
     imported = {line.rsplit("|", 1)[-1].strip() for line in text.stderr.splitlines() if line.startswith("import time:")}
     assert "vllm.entrypoints.cli.main" in imported  # the console script's own module, so the list is real
     assert not imported & {"vllm.entrypoints.cli.serve", "vllm.entrypoints.openai.api_server"}, "other subcommands"
     lines = text.stdout.strip().splitlines()
-    assert lines[0].startswith("spec-check ") and lines[-1] == "verdict: will start"
+    assert lines[0].startswith("spec-check ") and lines[-1] == "verdict: cannot tell"
     assert all(line.startswith(("spec-check ", "  [", "         fix:", "verdict:")) for line in lines), lines
     as_json = subprocess.run([str(vllm), "spec-check", *argv, "--json"], capture_output=True, text=True, timeout=300)
-    assert json.loads(as_json.stdout)["verdict"] == "will start"
+    assert json.loads(as_json.stdout)["verdict"] == "cannot tell"
 
 
 def test_hub_ids_are_read_from_the_local_cache_only(scenarios, tmp_path):

@@ -47,11 +47,11 @@ def target_groups(model_config, target: dict) -> list[tuple[str, int, dict]]:
     if model_config.use_mla:
         # DeepSeek-V3.2-style models pass use_sparse when their config has a DSA indexer (deepseek_v2: is_v32).
         sparse = hasattr(model_config.hf_text_config, "index_topk")
-        attention = sum(n for kind, n in kinds.items() if kind != "linear")
+        attention = sum(n for kind, n in kinds.items() if kind in ("full", "sliding", "chunked"))
         return [("sparse MLA" if sparse else "MLA", attention, {**common, "use_mla": True, "use_sparse": sparse})]
     groups = []
     for kind, count in sorted(kinds.items()):
-        if kind != "linear":
+        if kind in ("full", "sliding", "chunked"):
             groups.append((kind, count, {**common, "has_sliding_window": kind == "sliding"}))
     return groups
 
@@ -154,8 +154,8 @@ def indexer_finding(vllm_config, gpu: Gpu, stand_in: bool) -> Finding | None:
     model_config = vllm_config.model_config
     if spec is None or not spec.num_speculative_tokens or not model_config.use_mla:
         return None
-    if not hasattr(model_config.hf_text_config, "index_topk") or not stand_in or gpu.vendor != "nvidia":
-        return None
+    if not hasattr(model_config.hf_text_config, "index_topk") or not stand_in or gpu.capability[0] != 9:
+        return None  # the kernel's next_n limit is Hopper's (NVIDIA SM90); Blackwell takes any next_n
     try:
         from vllm.v1.attention.backends.mla import indexer
     except ImportError:

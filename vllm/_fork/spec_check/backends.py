@@ -196,3 +196,12 @@ def select(platform_cls, selected_backend, config, num_heads: int | None = None)
     _make_tolerant(chosen)
     module, qualname = chosen.full_cls_name()
     return f"{module}.{qualname}"
+
+
+def prefill(platform_cls, select_prefill, config):
+    """The MLA prefill backend vLLM's Platform default picks for this GPU; NoBackend where none fits."""
+    with as_on_the_gpu_host(platform_cls):
+        try:
+            return select_prefill(platform_cls, config)
+        except ValueError as exc:
+            raise NoBackend(str(exc)) from None

@@ -127,20 +127,31 @@ def quantization_finding(vllm_config, per_layer: dict[int, list[str]], listing) 
                    f"{quant_config.get_name()} config")
 
 
+def no_listing(folder: str, arch: str) -> Finding:
+    return Finding(DRAFT, UNKNOWN, f"cannot tell whether the draft's tensors fit {arch}: no {checkpoint.INDEX} or "
+                   "*.safetensors next to its config.json", checkpoint.where(folder))
+
+
 def draft_findings(build, folder: str, arch: str) -> list[Finding]:
     """The draft checkpoint's tensors against what its class loaded (draft_build.DraftBuild)."""
     if build.listing is None:
-        return [Finding(DRAFT, UNKNOWN, f"cannot tell whether the draft's tensors fit {arch}: no "
-                        f"{checkpoint.INDEX} or *.safetensors next to its config.json", checkpoint.where(folder))]
+        return [no_listing(folder, arch)]
     if build.tracked_error is not None:
         return [Finding(DRAFT, FAIL, f"{arch}: {str(build.tracked_error).splitlines()[0][:300]} (vLLM's loader "
                         "raises this after reading the draft)", "use the draft checkpoint its model card names")]
     model = build.model
-    unloaded = [name for name, param in model.named_parameters() if id(param) not in build.loaded]
-    if unloaded:
-        return [Finding(DRAFT, WARN, f"{len(unloaded)} of {arch}'s parameters get no tensor from "
-                        f"{build.listing.source} and are not shared with the target ({_shown(unloaded)}): it "
+    unloaded = {name: param for name, param in model.named_parameters() if id(param) not in build.loaded}
+    # vLLM checks this class's loading only when its load_weights returns the loaded names; where it does not,
+    # a vector left unloaded may be one the class fills itself (DFlash's mask_embedding): only matrices warn.
+    matrices = [name for name, param in unloaded.items() if param.dim() >= 2]
+    if matrices:
+        return [Finding(DRAFT, WARN, f"{len(matrices)} of {arch}'s weight matrices get no tensor from "
+                        f"{build.listing.source} and are not shared with the target ({_shown(matrices)}): it "
                         "starts, but drafts with uninitialized weights (acceptance near zero)",
                         "use the draft checkpoint its model card names")]
+    if unloaded:
+        return [Finding(DRAFT, INFO, f"all {len(build.listing.names):,} tensors load into {arch}; no tensor "
+                        f"reaches {_shown(unloaded)} (a vector the class may fill itself)"
+                        + (f"; {' and '.join(build.shared)} from the target" if build.shared else ""))]
     return [Finding(DRAFT, PASS, f"all {len(build.listing.names):,} tensors of {build.listing.source} load into "
                     f"{arch}" + (f"; {' and '.join(build.shared)} from the target" if build.shared else ""))]

@@ -91,6 +91,7 @@ class DraftBuild:
     listing: Listing | None = None
     loading: bool = False  # an error while load_weights ran is the checkpoint's, not the class's
     shared: list[str] = field(default_factory=list)  # draft modules the loader replaced with the target's
+    tp: int = 1  # the TP size the loader built the draft for
 
 
 def _record_loads(model: torch.nn.Module, build: DraftBuild) -> None:
@@ -157,7 +158,7 @@ def build(vllm_config, speculator: str, listing: Listing | None) -> DraftBuild |
 
     def get_model(*, vllm_config, model_config=None, prefix="", load_config=None):
         model_config = model_config or vllm_config.model_config
-        tp = vllm_config.parallel_config.tensor_parallel_size
+        tp = result.tp = vllm_config.parallel_config.tensor_parallel_size
         with ExitStack() as stack:
             stack.enter_context(set_current_vllm_config(vllm_config))
             stack.enter_context(one_rank(tp))
@@ -171,10 +172,15 @@ def build(vllm_config, speculator: str, listing: Listing | None) -> DraftBuild |
 
     target_text = vllm_config.model_config.hf_text_config
     target = _fake_target(vllm_config.model_config.get_vocab_size(), target_text.hidden_size)
-    real = module.get_model
-    module.get_model = get_model
+    # The loaders import get_model at module level or inside the function (dspark): answer both.
+    holders = [m for m in (module, importlib.import_module("vllm.model_executor.model_loader"))
+               if hasattr(m, "get_model")]
+    real = [(m, m.get_model) for m in holders]
+    for holder in holders:
+        holder.get_model = get_model
+    result.tp = vllm_config.parallel_config.tensor_parallel_size
     try:
-        with one_rank(vllm_config.parallel_config.tensor_parallel_size), backends.tolerant_impls():
+        with one_rank(result.tp), backends.tolerant_impls():
             result.model = getattr(module, function)(target, vllm_config)
         ours = {id(target.model.embed_tokens): "embed_tokens", id(target.lm_head): "lm_head"}
         result.shared = sorted({ours[id(m)] for _, m in result.model.named_modules(remove_duplicate=False)
@@ -182,6 +188,7 @@ def build(vllm_config, speculator: str, listing: Listing | None) -> DraftBuild |
     except Exception as exc:  # classified by the findings: a config the class refuses, or this host's limits
         result.error = exc
     finally:
-        module.get_model = real
+        for holder, original in real:
+            holder.get_model = original
         result.selections = backends.SELECTIONS[first:]
     return result

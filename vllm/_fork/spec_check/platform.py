@@ -57,6 +57,13 @@ def stand_in_platform(gpu: Gpu):
 
             return select(cls, selected_backend, attn_selector_config, num_heads)
 
+        @classmethod
+        def get_mla_prefill_backend_cls(cls, mla_selector_config):
+            """vLLM's own MLA prefill selection (the Platform default CUDA uses), answered as the GPU host."""
+            from vllm._fork.spec_check.backends import prefill
+
+            return prefill(cls, super().get_mla_prefill_backend_cls.__func__, mla_selector_config)
+
     return SpecCheckPlatform()
 
 
