@@ -93,7 +93,8 @@ def test_vllm_console_script_has_the_subcommand_and_keeps_stdout_for_the_report(
 
 
 def test_hub_ids_are_read_from_the_local_cache_only(scenarios, tmp_path):
-    """`org/name` resolves to its cached snapshot (the hub library's cache layout); nothing is downloaded."""
+    """`org/name` resolves to its cached snapshot (the hub library's cache layout), the draft's safetensors header
+    included; nothing is downloaded."""
     cache = tmp_path / "hub"
     for repo_id, folder in (("Qwen/Qwen3-Next-Tiny", "qwen3_next"), ("z-lab/Qwen3-Next-Tiny-DFlash",
                                                                        "qwen3_next_dflash")):
@@ -102,6 +103,9 @@ def test_hub_ids_are_read_from_the_local_cache_only(scenarios, tmp_path):
         snapshot.mkdir(parents=True)
         source = Path(scenarios["qwen3_next_dflash"].argv[0]).parent / folder / "config.json"
         (snapshot / "config.json").write_bytes(source.read_bytes())
+        if folder == "qwen3_next_dflash":  # the draft's header is read from the cache too (its tensors are checked)
+            weights = source.parent.parent / "qwen3_next_dflash_weights" / "model.safetensors"
+            (snapshot / "model.safetensors").write_bytes(weights.read_bytes())
         (repo / "refs").mkdir()
         (repo / "refs" / "main").write_text("0" * 40)
     spec = json.dumps({"method": "dflash", "model": "z-lab/Qwen3-Next-Tiny-DFlash", "num_speculative_tokens": 4})
@@ -110,6 +114,8 @@ def test_hub_ids_are_read_from_the_local_cache_only(scenarios, tmp_path):
                            "--speculative-config", spec, "--json"], capture_output=True, text=True, timeout=300,
                           env={**os.environ, **env})
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    statuses = {check["check"]: check["status"] for check in json.loads(done.stdout)["checks"]}
+    assert statuses["draft tensors"] == "info", statuses  # every tensor of the cached header loads
     missing = subprocess.run([sys.executable, "-m", "vllm._fork.spec_check", "Qwen/Not-Cached",
                               "--speculative-config", spec, "--json"], capture_output=True, text=True,
                              timeout=300, env={**os.environ, **env})

@@ -14,10 +14,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks" / "glm5_kv"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(REPO / "tests" / "corpus"))
 
 import model_configs  # noqa: E402  (GLM-5.3-Flash + DFlash2 at real dimensions)
 from glm5_spec_probe import DRAFT as TINY_DFLASH_DRAFT  # noqa: E402
 from glm5_spec_probe import TEXT as TINY_GLM_TEXT  # noqa: E402
+from assemble import dflash_tensors, header_only  # noqa: E402  (z-lab's DFlash checkpoint layout)
 
 
 # A config-only folder cannot show its tensors: the checkpoint-contents checks cannot tell (exit 1).
@@ -145,6 +147,12 @@ def write(root: Path) -> dict[str, Scenario]:
     for name, config in (("qwen3_next", QWEN3_NEXT), ("qwen3_next_dflash", QWEN3_NEXT_DFLASH),
                          ("kimi_k3_text", KIMI_K3_TEXT), ("k3_dspark", K3_DSPARK)):
         _folder(root, name, config)
+    # The Qwen3-Next DFlash draft with its tensors (a safetensors header in z-lab's layout), and two broken ones.
+    published = dflash_tensors(QWEN3_NEXT_DFLASH)
+    for name, tensors in (("qwen3_next_dflash_weights", published),
+                          ("qwen3_next_dflash_mask_hidden", {**published, "mask_hidden": [256]}),
+                          ("qwen3_next_dflash_without_fc", {k: v for k, v in published.items() if k != "fc.weight"})):
+        header_only(Path(_folder(root, name, QWEN3_NEXT_DFLASH)) / "model.safetensors", tensors, "BF16")
     return scenarios(root)
 
 
@@ -175,6 +183,16 @@ def scenarios(root: Path) -> dict[str, Scenario]:
                                        "draft Glm5NextMTPModel"),
         "qwen3_next_dflash": Scenario([qwen, *_spec("dflash", qwen_dflash, 4), "--tensor-parallel-size", "8"], 1,
                                       {**DRAFT_UNSEEN, "draft class": "pass", "EAGLE3 contract": "pass", "aux layers": "pass"}, "DFlashSpeculator"),
+        "draft_checkpoint_fits_its_class": Scenario(
+            [qwen, *_spec("dflash", str(root / "qwen3_next_dflash_weights"), 4), "--tensor-parallel-size", "8"], 0,
+            {"draft class": "pass", "draft tensors": "info"}, "embed_tokens and lm_head from the target"),
+        # DFlash's load_weights asserts that a checkpoint ships no mask_hidden weight
+        "draft_checkpoint_with_a_tensor_its_class_refuses": Scenario(
+            [qwen, *_spec("dflash", str(root / "qwen3_next_dflash_mask_hidden"), 4), "--tensor-parallel-size", "8"],
+            1, {"draft tensors": "fail"}, "mask_hidden"),
+        "draft_checkpoint_without_its_fc": Scenario(
+            [qwen, *_spec("dflash", str(root / "qwen3_next_dflash_without_fc"), 4), "--tensor-parallel-size", "8"],
+            0, {"draft tensors": "warn"}, "model.fc.weight"),
         "kimi_k3_text_dspark_cuda": Scenario([kimi, *_spec("dspark", dspark), "--gpu", "h100"], 1,
                                              {**DRAFT_UNSEEN, "draft class": "pass", "EAGLE3 contract": "pass"}, "kimi_k3.nvidia.model.KimiLinearForCausalLM"),
         "kimi_k3_text_dspark_rocm": Scenario([kimi, *_spec("dspark", dspark), "--gpu", "mi300x"], 1,

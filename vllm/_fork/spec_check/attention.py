@@ -67,7 +67,8 @@ def _cache_file(vllm_config, gpu: Gpu) -> Path | None:
         text = model_config.hf_text_config.to_json_string(use_diff=False)
     except (AttributeError, TypeError, ValueError):
         return None
-    key = json.dumps([vllm.__version__, gpu.name, gpu.capability, text, str(model_config.dtype),
+    code = b"".join(Path(__file__).with_name(name).read_bytes() for name in ("attention.py", "backends.py"))
+    key = json.dumps([vllm.__version__, hashlib.sha256(code).hexdigest(), gpu.name, gpu.capability, text, str(model_config.dtype),
                       str(cache.cache_dtype), cache.block_size if cache.user_specified_block_size else None,
                       repr(vllm_config.attention_config), repr(vllm_config.parallel_config.tensor_parallel_size),
                       vllm_config.parallel_config.prefill_context_parallel_size,
