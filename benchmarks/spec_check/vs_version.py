@@ -49,6 +49,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cold", action="store_true", help="an empty VLLM_CACHE_ROOT for every spec-check run")
     parser.add_argument("--baseline", help="a folder holding another build's vllm package, timed alongside")
+    parser.add_argument("--candidate", help="time this folder's vllm package (first on PYTHONPATH) instead of the "
+                        "installed one, so that both builds are imported the same way")
     args = parser.parse_args()
     vllm = str(Path(sys.executable).parent / "vllm")
     load_before = load()
@@ -62,12 +64,13 @@ def main() -> None:
                                ).split(" ", 1)[1])
         check, version = [vllm, "spec-check", *argv], [vllm, "--version"]
         baseline = dict(os.environ, PYTHONPATH=args.baseline) if args.baseline else None
+        candidate = dict(os.environ, PYTHONPATH=args.candidate) if args.candidate else dict(os.environ)
         if not args.cold:  # warm the caches both builds read (vLLM's registry, spec-check's backend answers)
-            for env in (dict(os.environ), baseline):
+            for env in (candidate, baseline):
                 if env is not None:
                     timed(check, env)
         for index in range(args.repeat):
-            env = dict(os.environ)
+            env = dict(candidate)
             if args.cold:
                 env["VLLM_CACHE_ROOT"] = tempfile.mkdtemp(prefix=f"cache{index}-", dir=tmp)
             runs["spec-check"].append(timed(check, env))

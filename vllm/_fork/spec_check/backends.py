@@ -3,8 +3,8 @@
 vLLM's CUDA platform walks its own priority list (`vllm/platforms/cuda.py` `_get_backend_priorities`) and takes
 the first backend whose `validate_configuration` (`vllm/v1/attention/backend.py`) has no reasons against the
 layer; with none left it raises "No valid attention backend found". Both are run here for the stand-in of
-`--gpu`, answering what the GPU host would: the platform is CUDA, the flash-attn kernels this wheel ships load,
-and no network is probed (FlashInfer's TRTLLM kernels count as there only when their cubins are installed).
+`--gpu`, answering what the GPU host would: the platform is CUDA, the kernels this wheel ships (FlashAttention,
+FlashMLA) load, and no network is probed (FlashInfer's TRTLLM kernels count as there only when their cubins are installed).
 A backend whose module cannot even be imported on this host is reported as not evaluated, never as unfit.
 """
 
@@ -27,6 +27,7 @@ EXTENSION_PACKAGES = ("vllm", "vllm.vllm_flash_attn")
 AVAILABILITY_MODULES = ("vllm.vllm_flash_attn.flash_attn_interface", "vllm.v1.attention.ops.flashmla",
                         "vllm.v1.attention.backends.fa_utils")
 _REREAD: set[str] = set()
+
 
 class NoBackend(ValueError):
     """No attention backend fits the layer on this GPU (vLLM raises ValueError there too)."""

@@ -17,9 +17,6 @@ import types
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
-import torch
-import torch.overrides
-
 from vllm._fork.spec_check.checkpoint import Listing
 
 # Speculator (checks.speculator_name) -> the loader function its load_draft_model calls.
@@ -37,6 +34,9 @@ FACTORIES = ("empty", "zeros", "ones", "full", "arange", "tensor", "rand", "rand
 def _on_meta():
     """A torch function mode under which every tensor a constructor makes lands on the meta device, whatever
     device it names."""
+    import torch
+    import torch.overrides
+
     factories = {getattr(torch, name) for name in FACTORIES}
 
     class OnMeta(torch.overrides.TorchFunctionMode):
@@ -55,6 +55,36 @@ def _on_meta():
             return func(*args, **kwargs)
 
     return OnMeta()
+
+
+@contextmanager
+def _kept_apart(compilation_config):
+    """The layers the draft registers (by name, for the forward context) are taken out again afterwards: the KV
+    plan builds target and draft once more in the same config."""
+    context = getattr(compilation_config, "static_forward_context", {})
+    moe = getattr(compilation_config, "static_all_moe_layers", [])
+    names, moe_count = set(context), len(moe)
+    try:
+        yield
+    finally:
+        for name in set(context) - names:
+            del context[name]
+        del moe[moe_count:]
+
+
+def _unknown_equal():
+    """torch.equal on meta tensors has no answer: a draft that ships its own embedding or lm_head keeps it (the
+    loader compares it with the target's to decide whether to share)."""
+    import torch
+    import torch.overrides
+
+    class MetaEqual(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types_, args=(), kwargs=None):
+            if func is torch.equal and any(getattr(a, "is_meta", False) for a in args):
+                return False
+            return func(*args, **(kwargs or {}))
+
+    return MetaEqual()
 
 
 @contextmanager
@@ -82,7 +112,7 @@ def one_rank(tp: int):
 class DraftBuild:
     """The draft as the speculator holds it after loading, or why it could not be built."""
 
-    model: torch.nn.Module | None = None
+    model: object | None = None  # the torch module
     error: BaseException | None = None
     selections: list = field(default_factory=list)  # backends.Selection of its attention layers
     loaded: set[int] = field(default_factory=set)  # id() of the parameters a checkpoint tensor reached
@@ -94,7 +124,7 @@ class DraftBuild:
     tp: int = 1  # the TP size the loader built the draft for
 
 
-def _record_loads(model: torch.nn.Module, build: DraftBuild) -> None:
+def _record_loads(model, build: DraftBuild) -> None:
     for param in model.parameters():
         def loader(*args, _param=param, **kwargs):
             build.loaded.add(id(_param))
@@ -103,8 +133,10 @@ def _record_loads(model: torch.nn.Module, build: DraftBuild) -> None:
         param.weight_loader = loader
 
 
-def _feed(build: DraftBuild, model: torch.nn.Module, model_config) -> None:
+def _feed(build: DraftBuild, model, model_config) -> None:
     """The checkpoint's tensor names through the class's own load_weights, then the loader's own check."""
+    import torch
+
     listing = build.listing
     if listing is None:
         return
@@ -128,8 +160,10 @@ def _feed(build: DraftBuild, model: torch.nn.Module, model_config) -> None:
             build.tracked_error = exc
 
 
-def _fake_target(vocab: int, hidden: int) -> torch.nn.Module:
+def _fake_target(vocab: int, hidden: int):
     """What the loaders read from the target: model.embed_tokens and lm_head (no parameters of their own)."""
+    import torch
+
     target = torch.nn.Module()
     target.model = torch.nn.Module()
     target.model.embed_tokens = torch.nn.Module()
@@ -141,6 +175,8 @@ def _fake_target(vocab: int, hidden: int) -> torch.nn.Module:
 
 def build(vllm_config, speculator: str, listing: Listing | None) -> DraftBuild | None:
     """The loaded draft of `speculator`, or None for a speculator whose draft this does not build."""
+    import torch
+
     from vllm._fork.spec_check import backends
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader.utils import initialize_model
@@ -180,7 +216,8 @@ def build(vllm_config, speculator: str, listing: Listing | None) -> DraftBuild |
         holder.get_model = get_model
     result.tp = vllm_config.parallel_config.tensor_parallel_size
     try:
-        with one_rank(result.tp), backends.tolerant_impls():
+        with one_rank(result.tp), backends.tolerant_impls(), _kept_apart(vllm_config.compilation_config), \
+                _unknown_equal():
             result.model = getattr(module, function)(target, vllm_config)
         ours = {id(target.model.embed_tokens): "embed_tokens", id(target.lm_head): "lm_head"}
         result.shared = sorted({ours[id(m)] for _, m in result.model.named_modules(remove_duplicate=False)
