@@ -240,8 +240,8 @@ def scenarios(root: Path) -> dict[str, Scenario]:
         # vllm#50170's fix, as runner V1 reads them)
         "mtp_without_mtp_layers": Scenario([deepseek_no_mtp, *_spec("mtp", None, 1)], 1,
                                            {"speculative config": "fail"}, "num_nextn_predict_layers: 0"),
-        "eagle_config_layer_ids": Scenario([llama, *_spec("eagle3", str(root / "eagle3_nested_ids"))], 0,
-                                           {"aux layers": "pass"}, "capture points [1, 4]"),
+        "eagle_config_layer_ids": Scenario([llama, *_spec("eagle3", str(root / "eagle3_nested_ids"))], 1,
+                                           {**DRAFT_UNSEEN, "aux layers": "pass"}, "capture points [1, 4]"),
         # item 9: a speculators checkpoint as MODEL runs its verifier with itself as the draft
         "speculators_checkpoint_as_model": Scenario([str(root / "speculators_eagle3")], 1,
                                                     {**DRAFT_UNSEEN, "speculators checkpoint": "info",
