@@ -122,3 +122,23 @@ def test_configs_with_their_own_size_names_are_counted(raw, config_class, publis
     resolved = getattr(transformers, config_class)(**{k: v for k, v in raw.items() if k != "architectures"})
     total = params.count(weights._with_defaults(raw, resolved)).total
     assert abs(total - published) / published < 0.03, f"{total / 1e9:.3f}B vs {published / 1e9:.3f}B"
+
+
+@pytest.mark.parametrize("name, published, formula_error", [
+    ("Nemotron-H-8B", 8e9, "linear_num_key_heads"),  # transformers calls its Mamba-2 layers linear_attention
+    ("BLOOM-176B", 176e9, "intermediate_size"),       # fused query_key_value, 4h MLP without the field
+])
+def test_the_model_class_on_meta_counts_what_the_family_formulas_cannot(name, published, formula_error):
+    """Where params.py's formulas raise, the transformers class built on the meta device gives the count."""
+    import transformers
+
+    from vllm._fork.spec_check import meta_params
+
+    raw = config(name)
+    resolved = transformers.AutoConfig.for_model(raw["model_type"], **{k: v for k, v in raw.items()
+                                                                      if k not in ("model_type", "architectures")})
+    with pytest.raises(KeyError, match=formula_error):
+        params.count(weights._with_defaults(raw, resolved))
+    counted = meta_params.count(raw)
+    assert abs(counted.total - published) / published < 0.03, f"{name}: {counted.total / 1e9:.2f}B"
+    assert counted.embed == resolved.vocab_size * resolved.hidden_size and counted.experts == 0

@@ -14,10 +14,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks" / "glm5_kv"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(REPO / "tests" / "corpus"))
 
 import model_configs  # noqa: E402  (GLM-5.3-Flash + DFlash2 at real dimensions)
 from glm5_spec_probe import DRAFT as TINY_DFLASH_DRAFT  # noqa: E402
 from glm5_spec_probe import TEXT as TINY_GLM_TEXT  # noqa: E402
+from assemble import dflash_tensors, header_only  # noqa: E402  (z-lab's DFlash checkpoint layout)
+
+
+# A config-only folder cannot show its tensors: the checkpoint-contents checks cannot tell (exit 1).
+DRAFT_UNSEEN, MTP_UNSEEN = {"draft tensors": "cannot tell"}, {"MTP tensors": "cannot tell"}
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,7 @@ KIMI_K3_TEXT = dict(
     architectures=["KimiLinearForCausalLM"], model_type="kimi_linear", vocab_size=163840, hidden_size=256,
     intermediate_size=512, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=8, head_dim=32,
     hidden_act="silu", rms_norm_eps=1e-5, max_position_embeddings=4096, q_lora_rank=None, kv_lora_rank=64,
-    qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32, mla_use_nope=True, num_experts=8,
+    qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, mla_use_nope=True, num_experts=8,
     num_experts_per_token=2, num_shared_experts=1, moe_intermediate_size=128, first_k_dense_replace=1,
     moe_layer_freq=1, moe_renormalize=True, moe_router_activation_func="sigmoid", routed_scaling_factor=2.5,
     use_grouped_topk=True, num_expert_group=1, topk_group=1, tie_word_embeddings=False, torch_dtype="bfloat16",
@@ -59,8 +65,8 @@ KIMI_K3_TEXT = dict(
 K3_DSPARK = dict(
     architectures=["K3DSparkModel"], model_type="k3_dspark", vocab_size=163840, hidden_size=256,
     target_hidden_size=256, intermediate_size=512, num_hidden_layers=1, num_attention_heads=8,
-    num_key_value_heads=8, q_lora_rank=64, kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16,
-    v_head_dim=32, hidden_act="silu", rms_norm_eps=1e-5, max_position_embeddings=4096,
+    num_key_value_heads=8, q_lora_rank=64, kv_lora_rank=64, qk_nope_head_dim=128, qk_rope_head_dim=64,
+    v_head_dim=128, hidden_act="silu", rms_norm_eps=1e-5, max_position_embeddings=4096,
     target_layer_ids=[1, 3, 5], num_target_layers=3, markov_rank=16, block_size=4, draft_vocab_size=163840,
     torch_dtype="bfloat16")
 
@@ -74,7 +80,7 @@ EAGLE3_HEAD = dict(
     architectures=["LlamaForCausalLMEagle3"], model_type="llama", vocab_size=512, draft_vocab_size=512,
     hidden_size=256, intermediate_size=512, num_hidden_layers=1, num_attention_heads=8, num_key_value_heads=8,
     head_dim=32, max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=False,
-    torch_dtype="bfloat16")
+    hidden_act="silu", torch_dtype="bfloat16")
 # A small DeepSeek-V3 (MLA + MoE): its decoder does not relay aux states across PP stages.
 TINY_DEEPSEEK_V3 = dict(
     architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3", vocab_size=512, hidden_size=256,
@@ -141,6 +147,12 @@ def write(root: Path) -> dict[str, Scenario]:
     for name, config in (("qwen3_next", QWEN3_NEXT), ("qwen3_next_dflash", QWEN3_NEXT_DFLASH),
                          ("kimi_k3_text", KIMI_K3_TEXT), ("k3_dspark", K3_DSPARK)):
         _folder(root, name, config)
+    # The Qwen3-Next DFlash draft with its tensors (a safetensors header in z-lab's layout), and two broken ones.
+    published = dflash_tensors(QWEN3_NEXT_DFLASH)
+    for name, tensors in (("qwen3_next_dflash_weights", published),
+                          ("qwen3_next_dflash_mask_hidden", {**published, "mask_hidden": [256]}),
+                          ("qwen3_next_dflash_without_fc", {k: v for k, v in published.items() if k != "fc.weight"})):
+        header_only(Path(_folder(root, name, QWEN3_NEXT_DFLASH)) / "model.safetensors", tensors, "BF16")
     return scenarios(root)
 
 
@@ -157,22 +169,34 @@ def scenarios(root: Path) -> dict[str, Scenario]:
         "tiny_llama", "EAGLE3-tiny-llama", "tiny_deepseek_v3", "tiny_deepseek_v3_no_mtp"))
     return {
         "glm5_dflash2_tp8": Scenario(
-            [glm, *_spec("dflash", dflash2, 7), *tp8], 0,
-            {"speculator": "pass", "EAGLE3 contract": "pass", "aux layers": "pass", "hidden size": "pass",
+            [glm, *_spec("dflash", dflash2, 7), *tp8], 1,
+            {**DRAFT_UNSEEN, "speculator": "pass", "EAGLE3 contract": "pass", "aux layers": "pass", "hidden size": "pass",
              "KV cache plan": "info"},  # this host has no H100: the plan needs its attention backends
             "DFlash2Speculator"),
-        "glm5_dflash2_alias": Scenario([glm, *_spec("dflash2", dflash2, 7), *tp8], 0, {"speculator": "pass"},
+        "glm5_dflash2_alias": Scenario([glm, *_spec("dflash2", dflash2, 7), *tp8], 1,
+                                       {**DRAFT_UNSEEN, "speculator": "pass", "draft class": "pass"},
                                        "method 'dflash2' runs as 'dflash'"),
-        "glm5_dense_draft_drops_ep": Scenario([glm, *_spec("dflash", dflash2, 7), *tp8], 0,
-                                              {"draft parallelism": "info"}, "target EP not inherited"),
-        "glm5_text_only_mtp": Scenario([glm_text, *_spec("mtp", None, 1), *tp8], 0, {"speculator": "pass"},
+        "glm5_dense_draft_drops_ep": Scenario([glm, *_spec("dflash", dflash2, 7), *tp8], 1,
+                                              {**DRAFT_UNSEEN, "draft parallelism": "info"}, "target EP not inherited"),
+        "glm5_text_only_mtp": Scenario([glm_text, *_spec("mtp", None, 1), *tp8], 1,
+                                       {**MTP_UNSEEN, "speculator": "pass"},
                                        "draft Glm5NextMTPModel"),
-        "qwen3_next_dflash": Scenario([qwen, *_spec("dflash", qwen_dflash, 4), "--tensor-parallel-size", "8"], 0,
-                                      {"EAGLE3 contract": "pass", "aux layers": "pass"}, "DFlashSpeculator"),
-        "kimi_k3_text_dspark_cuda": Scenario([kimi, *_spec("dspark", dspark), "--gpu", "h100"], 0,
-                                             {"EAGLE3 contract": "pass"}, "kimi_k3.nvidia.model.KimiLinearForCausalLM"),
-        "kimi_k3_text_dspark_rocm": Scenario([kimi, *_spec("dspark", dspark), "--gpu", "mi300x"], 0,
-                                             {"EAGLE3 contract": "pass"}, "kimi_k3.amd.linear.KimiLinearForCausalLM"),
+        "qwen3_next_dflash": Scenario([qwen, *_spec("dflash", qwen_dflash, 4), "--tensor-parallel-size", "8"], 1,
+                                      {**DRAFT_UNSEEN, "draft class": "pass", "EAGLE3 contract": "pass", "aux layers": "pass"}, "DFlashSpeculator"),
+        "draft_checkpoint_fits_its_class": Scenario(
+            [qwen, *_spec("dflash", str(root / "qwen3_next_dflash_weights"), 4), "--tensor-parallel-size", "8"], 0,
+            {"draft class": "pass", "draft tensors": "info"}, "embed_tokens and lm_head from the target"),
+        # DFlash's load_weights asserts that a checkpoint ships no mask_hidden weight
+        "draft_checkpoint_with_a_tensor_its_class_refuses": Scenario(
+            [qwen, *_spec("dflash", str(root / "qwen3_next_dflash_mask_hidden"), 4), "--tensor-parallel-size", "8"],
+            1, {"draft tensors": "fail"}, "mask_hidden"),
+        "draft_checkpoint_without_its_fc": Scenario(
+            [qwen, *_spec("dflash", str(root / "qwen3_next_dflash_without_fc"), 4), "--tensor-parallel-size", "8"],
+            0, {"draft tensors": "warn"}, "model.fc.weight"),
+        "kimi_k3_text_dspark_cuda": Scenario([kimi, *_spec("dspark", dspark), "--gpu", "h100"], 1,
+                                             {**DRAFT_UNSEEN, "draft class": "pass", "EAGLE3 contract": "pass"}, "kimi_k3.nvidia.model.KimiLinearForCausalLM"),
+        "kimi_k3_text_dspark_rocm": Scenario([kimi, *_spec("dspark", dspark), "--gpu", "mi300x"], 1,
+                                             {**DRAFT_UNSEEN, "draft class": "info", "EAGLE3 contract": "pass"}, "kimi_k3.amd.linear.KimiLinearForCausalLM"),
         "dflash2_alias_with_dflash1_draft": Scenario([tiny, *_spec("dflash2", dflash1)], 1,
                                                      {"speculative config": "fail"}, "use method 'dflash'"),
         "layer_ids_beyond_depth": Scenario([tiny, *_spec("dflash", too_deep)], 1, {"aux layers": "fail"},
@@ -201,14 +225,14 @@ def scenarios(root: Path) -> dict[str, Scenario]:
              "--tensor-parallel-size", "8"], 1, {"draft tensor parallel": "fail"}, "the draft's 4 attention heads"),
         # item 4: serve's top-level speculative flags
         "serve_spec_flags": Scenario([llama, "--spec-method", "eagle3", "--spec-model", eagle3, "--spec-tokens", "3"],
-                                     0, {"speculator": "pass"}, "EagleSpeculator"),
+                                     1, {**DRAFT_UNSEEN, "speculator": "pass"}, "EagleSpeculator"),
         "serve_spec_flag_twice": Scenario([llama, *_spec("eagle3", eagle3), "--spec-method", "eagle3"], 2, {},
                                           "mutually exclusive"),
         # item 5: a draft given as its config.json keeps its folder's name, which vLLM reads for the method
         "draft_config_file_keeps_method": Scenario(
             [llama, "--speculative-config", json.dumps({"model": eagle3 + "/config.json",
                                                         "num_speculative_tokens": 3})],
-            0, {"speculator": "pass"}, "EagleSpeculator"),
+            1, {**DRAFT_UNSEEN, "speculator": "pass"}, "EagleSpeculator"),
         # item 7: dflash2 with an EAGLE3 head: one line, and the method that fits the head
         "dflash2_with_eagle3_head": Scenario([llama, *_spec("dflash2", eagle3)], 1, {"speculative config": "fail"},
                                              "use method 'eagle3'"),
@@ -216,11 +240,12 @@ def scenarios(root: Path) -> dict[str, Scenario]:
         # vllm#50170's fix, as runner V1 reads them)
         "mtp_without_mtp_layers": Scenario([deepseek_no_mtp, *_spec("mtp", None, 1)], 1,
                                            {"speculative config": "fail"}, "num_nextn_predict_layers: 0"),
-        "eagle_config_layer_ids": Scenario([llama, *_spec("eagle3", str(root / "eagle3_nested_ids"))], 0,
-                                           {"aux layers": "pass"}, "capture points [1, 4]"),
+        "eagle_config_layer_ids": Scenario([llama, *_spec("eagle3", str(root / "eagle3_nested_ids"))], 1,
+                                           {**DRAFT_UNSEEN, "aux layers": "pass"}, "capture points [1, 4]"),
         # item 9: a speculators checkpoint as MODEL runs its verifier with itself as the draft
-        "speculators_checkpoint_as_model": Scenario([str(root / "speculators_eagle3")], 0,
-                                                    {"speculators checkpoint": "info", "speculator": "pass"},
+        "speculators_checkpoint_as_model": Scenario([str(root / "speculators_eagle3")], 1,
+                                                    {**DRAFT_UNSEEN, "speculators checkpoint": "info",
+                                                     "speculator": "pass", "draft class": "pass"},
                                                     "EagleSpeculator"),
         # item 11: what only the full engine config refuses is found (one construction for every check)
         "engine_config_refusal": Scenario([llama, *_spec("eagle3", eagle3), "--max-num-seqs", "0"], 1,

@@ -124,3 +124,27 @@ def draft_placement(spec: Any, target_ep: bool, target_tp: int) -> Finding:
     tp = draft.tensor_parallel_size if spec.method in OWN_TP_METHODS else target_tp
     note = " (dense draft: target EP not inherited)" if target_ep and not ep else ""
     return Finding("draft parallelism", INFO, f"draft runs with TP={tp}, EP {'on' if ep else 'off'}{note}")
+
+
+def kv_heads(model_config: Any, tp: int, what: str = "target") -> Finding | None:
+    """QKVParallelLinear (vllm/model_executor/layers/linear.py) gives each TP rank total_kv / tp KV heads when
+    tp < total_kv and replicates them tp / total_kv times otherwise, asserting divisibility either way while the
+    model is built on every worker; vLLM's config check looks at the attention heads only."""
+    if model_config is None or model_config.use_mla or tp <= 1:
+        return None
+    total = model_config.get_total_num_kv_heads()
+    if not total:
+        return None
+    splits = total % tp == 0 if tp < total else tp % total == 0
+    name = f"{what} KV heads"
+    if splits:
+        how = f"{total // tp} per rank" if tp < total else f"each replicated {tp // total}x"
+        return Finding(name, PASS, f"{total} KV heads at TP={tp}: {how}")
+    fits = [size for size in range(1, 2 * max(tp, total) + 1) if (total % size == 0 if size < total
+                                                                  else size % total == 0)]
+    near = [size for size in fits if size != tp and abs(size - tp) <= tp][:4]
+    return Finding(name, FAIL, f"the {what}'s {total} KV heads do not split across TP={tp} (QKVParallelLinear "
+                   f"asserts {total} % {tp} == 0 while the model is built, on every worker)" if tp < total else
+                   f"the {what}'s {total} KV heads cannot be replicated evenly over TP={tp} (QKVParallelLinear "
+                   f"asserts {tp} % {total} == 0 while the model is built, on every worker)",
+                   f"use a --tensor-parallel-size such as {', '.join(map(str, near))}")

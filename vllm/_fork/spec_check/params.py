@@ -90,7 +90,8 @@ def _linear_attention(c: dict) -> int:
 
 
 def layer_kinds(c: dict) -> list[str]:
-    """'full', 'sliding', 'chunked' (Llama 4's local chunks) or 'linear' per decoder layer."""
+    """'full', 'sliding', 'chunked' (Llama 4's local chunks), 'linear', or 'none' (a layer without attention,
+    e.g. NemotronH's MLP and MoE blocks) per decoder layer."""
     count = c["num_hidden_layers"]
     kda = c.get("linear_attn_config")
     if isinstance(kda, dict) and kda.get("kda_layers"):
@@ -99,7 +100,7 @@ def layer_kinds(c: dict) -> list[str]:
     types = c.get("layer_types")
     if isinstance(types, list) and len(types) == count:
         return ["linear" if "linear" in t else "sliding" if "sliding" in t else "chunked" if "chunked" in t
-                else "full" for t in types]
+                else "none" if t in ("mlp", "moe") else "full" for t in types]
     rope = c.get("no_rope_layers")  # Llama 4 without layer_types: the RoPE layers (1) attend within chunks
     if c.get("attention_chunk_size") and isinstance(rope, list) and len(rope) == count:
         return ["chunked" if uses_rope else "full" for uses_rope in rope]
@@ -162,7 +163,8 @@ def _mlp(c: dict, moe: bool) -> tuple[int, int, int]:
 
 def decoder_layer(c: dict, index: int, kind: str) -> tuple[int, int, int]:
     """(TP-split, experts, replicated) parameters of decoder layer `index`."""
-    split, replicated = _attention(c) if kind != "linear" else (_linear_attention(c), 0)
+    split, replicated = ((0, 0) if kind == "none" else (_linear_attention(c), 0) if kind == "linear"
+                         else _attention(c))
     dense, experts, router = _mlp(c, _is_moe_layer(c, index, _experts(c)))
     return split + dense, experts, replicated + router
 

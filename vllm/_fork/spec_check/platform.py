@@ -47,6 +47,23 @@ def stand_in_platform(gpu: Gpu):
         def get_device_total_memory(cls, device_id: int = 0) -> int:
             return gpu.memory_bytes
 
+        @classmethod
+        def get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads=None) -> str:
+            """vLLM's CUDA selection for this GPU (backends.py); AMD's priorities depend on the host's AITER,
+            so no backend is chosen for it here (the caller reports that as not evaluated)."""
+            if gpu.vendor != "nvidia":
+                return ""
+            from vllm._fork.spec_check.backends import select
+
+            return select(cls, selected_backend, attn_selector_config, num_heads)
+
+        @classmethod
+        def get_mla_prefill_backend_cls(cls, mla_selector_config):
+            """vLLM's own MLA prefill selection (the Platform default CUDA uses), answered as the GPU host."""
+            from vllm._fork.spec_check.backends import prefill
+
+            return prefill(cls, super().get_mla_prefill_backend_cls.__func__, mla_selector_config)
+
     return SpecCheckPlatform()
 
 

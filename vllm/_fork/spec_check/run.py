@@ -6,7 +6,7 @@ import argparse
 import json
 from contextlib import ExitStack
 
-from vllm._fork.spec_check import checks, combinations, configs, parallel, weights
+from vllm._fork.spec_check import checks, combinations, configs, parallel, weights, worker_checks
 from vllm._fork.spec_check.findings import FAIL, INFO, PASS, Finding, Refused, as_json, as_text, exit_code, own_faults
 from vllm._fork.spec_check.gpus import GPUS
 from vllm._fork.spec_check.inputs import ALIASES, config_folder, speculative_dict
@@ -107,6 +107,8 @@ def _after_configs(args, vllm_config, target: dict, draft: dict | None, requeste
         found += combinations.findings(vllm_config)
     with own_faults("weights fit"):
         found.append(weights.safe_finding(target, draft, vllm_config, gpu))
+    with own_faults("worker checks"):
+        found += worker_checks.findings(vllm_config, target, draft, gpu)
     return [f for f in found if f is not None]
 
 

@@ -82,7 +82,8 @@ def kv_bytes_per_token(config: dict, tp: int, kv_bytes: int, tokens: int, pp: in
         heads = c.get("num_key_value_heads") or c["num_attention_heads"]
         head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
         per_layer = 2 * max(1, heads // tp) * head_dim * kv_bytes
-    share = {"full": 1.0, "sliding": min(1, window / tokens), "chunked": min(1, chunk / tokens), "linear": 0.0}
+    share = {"full": 1.0, "sliding": min(1, window / tokens), "chunked": min(1, chunk / tokens), "linear": 0.0,
+             "none": 0.0}
     layers = [share[kind] for kind in P.layer_kinds(c)]
     return per_layer * max(sum(layers[slice(*_stage(len(layers), rank, pp))]) for rank in range(pp))
 
@@ -134,11 +135,25 @@ def _with_defaults(raw: dict, resolved) -> dict:
     return merged
 
 
+def _count(raw: dict, target: dict) -> P.Params:
+    """params.py's count; where its formulas do not know the config's fields, the model class's own shapes."""
+    from vllm._fork.spec_check import meta_params
+
+    try:
+        return P.count(target)
+    except (KeyError, TypeError, ZeroDivisionError) as exc:
+        try:
+            return meta_params.count(raw)
+        except meta_params.NoClass as why:
+            raise CannotTell(f"cannot size the weights from config.json ({type(exc).__name__}: {exc}; "
+                             f"transformers' class: {why})") from None
+
+
 def finding(target: dict, draft: dict | None, vllm_config, gpu: Gpu) -> Finding:
     """The weights-fit check for one deployment (the configs already passed vLLM's own construction)."""
     model, parallel, cache = vllm_config.model_config, vllm_config.parallel_config, vllm_config.cache_config
     spec = vllm_config.speculative_config
-    target = _with_defaults(target, model.hf_config)
+    raw_target, target = target, _with_defaults(target, model.hf_config)
     if draft is not None and spec is not None and spec.draft_model_config is not None:
         draft = _with_defaults(draft, spec.draft_model_config.hf_text_config)
     tp, pp = parallel.tensor_parallel_size, parallel.pipeline_parallel_size
@@ -146,7 +161,7 @@ def finding(target: dict, draft: dict | None, vllm_config, gpu: Gpu) -> Finding:
     dtype_bytes = model.dtype.itemsize
     try:
         quant = quantization(target, dtype_bytes)
-        counted = P.count(target)
+        counted = _count(raw_target, target)
         weights = bytes_per_rank(counted, quant, tp, pp, ep_size)
         draft_note = ""
         if spec is not None and spec.method == "mtp" and spec.num_speculative_tokens:
@@ -163,7 +178,8 @@ def finding(target: dict, draft: dict | None, vllm_config, gpu: Gpu) -> Finding:
     except (KeyError, TypeError, ZeroDivisionError) as exc:  # a field the count needs is missing or malformed
         raise CannotTell(f"cannot size the weights from config.json ({type(exc).__name__}: {exc})") from None
     status, reason = fit(gpu, cache.gpu_memory_utilization, cache.kv_cache_memory_bytes, weights, kv)
-    size = f"{billions(counted.total)} params{draft_note}, {quant.name}, TP={tp} PP={pp}" + (
+    counted_by = " (model class on meta)" if counted.notes else ""
+    size = f"{billions(counted.total)} params{counted_by}{draft_note}, {quant.name}, TP={tp} PP={pp}" + (
         f" EP={ep_size}" if parallel.enable_expert_parallel else "")
     fix = "" if status == PASS else ("use more GPUs (--tensor-parallel-size, --pipeline-parallel-size), a GPU with "
                                      "more memory, a quantized checkpoint, or a shorter --max-model-len")

@@ -1,0 +1,137 @@
+"""Write the corpus checkpoints that are assembled from public reports, not copied (SOURCES.md says which).
+
+    python tests/corpus/assemble.py   # rewrites the files below; the results are committed
+
+GLM-5's tensor index (layers 0-77 and its MTP layer 78, names as vLLM's DeepSeek-V3.2/GLM-5 loader reads them;
+of the 256 routed experts per layer only expert 0 is listed), the same index without layer 78 (a repack that
+dropped the MTP layer, vllm#35548), a Quark-quantized GLM-5 whose MTP layer is stored in BF16 with no exclude
+entry (vllm#49187), and z-lab's Qwen3-8B DFlash draft in its published tensor layout. Safetensors files are
+written as their header alone (names, dtypes, shapes; no weight bytes), which is all spec-check reads.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+CONFIGS = Path(__file__).parent / "configs"
+SHARDS = 79
+# The Quark layout a Quark MXFP4 exporter writes (SOURCES.md); exclude holds lm_head only, no MTP layer.
+QUARK = {"quant_method": "quark",
+         "global_quant_config": {"weight": {"dtype": "fp4", "qscheme": "per_group", "group_size": 32, "ch_axis": -1,
+                                            "scale_format": "e8m0", "scale_type": "float", "is_dynamic": False,
+                                            "round_method": "half_even", "scale_calculation_mode": "even",
+                                            "observer_cls": "PerBlockMXObserver", "symmetric": None},
+                                 "input_tensors": {"dtype": "fp4", "qscheme": "per_group", "group_size": 32,
+                                                   "ch_axis": -1, "scale_format": "e8m0", "scale_type": "float",
+                                                   "is_dynamic": True, "round_method": "half_even",
+                                                   "scale_calculation_mode": "even",
+                                                   "observer_cls": "PerBlockMXObserver", "symmetric": None},
+                                 "output_tensors": None, "bias": None},
+         "exclude": ["lm_head"],
+         "export": {"weight_format": "real_quantized", "pack_method": "reorder", "kv_cache_group": []},
+         "layer_quant_config": {}, "layer_type_quant_config": {}, "kv_cache_quant_config": {}}
+
+
+def layer_tensors(c: dict, layer: int) -> dict[str, list[int]]:
+    """Name -> shape of one GLM-5 decoder layer (MLA + DSA indexer; dense or MoE MLP; MTP glue on layer 78)."""
+    hidden, heads = c["hidden_size"], c["num_attention_heads"]
+    nope, rope, v = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
+    q_rank, kv_rank = c["q_lora_rank"], c["kv_lora_rank"]
+    index_heads, index_dim = c["index_n_heads"], c["index_head_dim"]
+    p = f"model.layers.{layer}."
+    shapes = {"input_layernorm.weight": [hidden], "post_attention_layernorm.weight": [hidden],
+              "self_attn.q_a_proj.weight": [q_rank, hidden], "self_attn.q_a_layernorm.weight": [q_rank],
+              "self_attn.q_b_proj.weight": [heads * (nope + rope), q_rank],
+              "self_attn.kv_a_proj_with_mqa.weight": [kv_rank + rope, hidden],
+              "self_attn.kv_a_layernorm.weight": [kv_rank],
+              "self_attn.kv_b_proj.weight": [heads * (nope + v), kv_rank],
+              "self_attn.o_proj.weight": [hidden, heads * v],
+              "self_attn.indexer.wq_b.weight": [index_heads * index_dim, q_rank],
+              "self_attn.indexer.wk.weight": [index_dim, hidden], "self_attn.indexer.k_norm.weight": [index_dim],
+              "self_attn.indexer.k_norm.bias": [index_dim],
+              "self_attn.indexer.weights_proj.weight": [index_heads, hidden]}
+    if layer < c["first_k_dense_replace"]:
+        width = c["intermediate_size"]
+        shapes |= {"mlp.gate_proj.weight": [width, hidden], "mlp.up_proj.weight": [width, hidden],
+                   "mlp.down_proj.weight": [hidden, width]}
+    else:
+        width, experts = c["moe_intermediate_size"], c["n_routed_experts"]
+        shapes |= {"mlp.gate.weight": [experts, hidden], "mlp.gate.e_score_correction_bias": [experts]}
+        for part in ("shared_experts", "experts.0"):
+            shapes |= {f"mlp.{part}.gate_proj.weight": [width, hidden], f"mlp.{part}.up_proj.weight": [width, hidden],
+                       f"mlp.{part}.down_proj.weight": [hidden, width]}
+    if layer >= c["num_hidden_layers"]:
+        shapes |= {"enorm.weight": [hidden], "hnorm.weight": [hidden], "eh_proj.weight": [hidden, 2 * hidden],
+                   "shared_head.norm.weight": [hidden]}
+    return {p + name: shape for name, shape in shapes.items()}
+
+
+def dflash_tensors(c: dict) -> dict[str, list[int]]:
+    """Name -> shape of a z-lab DFlash draft checkpoint (Qwen3 layers; no embed_tokens or lm_head: the draft
+    shares the target's), the layout SOURCES.md cites."""
+    hidden, heads, kv, head = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    width, targets = c["intermediate_size"], len(c["dflash_config"]["target_layer_ids"])
+    shapes = {"fc.weight": [hidden, targets * hidden], "hidden_norm.weight": [hidden], "norm.weight": [hidden]}
+    for layer in range(c["num_hidden_layers"]):
+        p = f"layers.{layer}."
+        shapes |= {p + "input_layernorm.weight": [hidden], p + "post_attention_layernorm.weight": [hidden],
+                   p + "self_attn.q_proj.weight": [heads * head, hidden],
+                   p + "self_attn.k_proj.weight": [kv * head, hidden],
+                   p + "self_attn.v_proj.weight": [kv * head, hidden],
+                   p + "self_attn.o_proj.weight": [hidden, heads * head],
+                   p + "self_attn.q_norm.weight": [head], p + "self_attn.k_norm.weight": [head],
+                   p + "mlp.gate_proj.weight": [width, hidden], p + "mlp.up_proj.weight": [width, hidden],
+                   p + "mlp.down_proj.weight": [hidden, width]}
+    return shapes
+
+
+def index(c: dict, layers: range) -> dict:
+    weight_map = {"model.embed_tokens.weight": f"model-00001-of-{SHARDS:05d}.safetensors",
+                  "model.norm.weight": f"model-{SHARDS:05d}-of-{SHARDS:05d}.safetensors",
+                  "lm_head.weight": f"model-{SHARDS:05d}-of-{SHARDS:05d}.safetensors"}
+    for layer in layers:
+        for name in layer_tensors(c, layer):
+            weight_map[name] = f"model-{layer + 1:05d}-of-{SHARDS:05d}.safetensors"
+    return {"metadata": {"note": "assembled by tests/corpus/assemble.py (see SOURCES.md)"}, "weight_map": weight_map}
+
+
+def header_only(path: Path, tensors: dict[str, list[int]], dtype: str) -> None:
+    """A safetensors file of the header alone: names, dtypes, shapes and offsets, no weight bytes after it."""
+    header, offset = {}, 0
+    for name, shape in sorted(tensors.items()):
+        size = 2
+        for dim in shape:
+            size *= dim
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded)
+
+
+def write(folder: str, config: dict, layers: range) -> Path:
+    out = CONFIGS / folder
+    out.mkdir(exist_ok=True)
+    if folder != "GLM-5":
+        (out / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+    (out / "model.safetensors.index.json").write_text(json.dumps(index(config, layers), indent=1) + "\n")
+    return out
+
+
+def main() -> None:
+    glm5 = json.loads((CONFIGS / "GLM-5" / "config.json").read_text())
+    depth = glm5["num_hidden_layers"]
+    write("GLM-5", glm5, range(depth + 1))
+    write("GLM-5-without-MTP", glm5, range(depth))
+    quark = write("GLM-5-Quark-BF16-MTP", {**glm5, "quantization_config": QUARK}, range(depth + 1))
+    mtp = {**layer_tensors(glm5, depth), "lm_head.weight": [glm5["vocab_size"], glm5["hidden_size"]],
+           "model.norm.weight": [glm5["hidden_size"]]}
+    header_only(quark / f"model-{SHARDS:05d}-of-{SHARDS:05d}.safetensors", mtp, "BF16")
+    dflash = CONFIGS / "Qwen3-8B-DFlash-b16"
+    header_only(dflash / "model.safetensors", dflash_tensors(json.loads((dflash / "config.json").read_text())), "BF16")
+
+
+if __name__ == "__main__":
+    main()
