@@ -256,10 +256,13 @@ def series_checkout(exported_series, upstream_sdist, tmp_path_factory) -> tuple[
                       if line.startswith("+++ b/")})
     top = "vllm-0.33.0/"
     # Every Python file too: ruff sorts `from vllm.x import` as first-party only where vllm/x exists.
-    wanted = {"pyproject.toml", ".pre-commit-config.yaml"} | set(touched)
+    wanted = {"pyproject.toml", ".pre-commit-config.yaml", ".dockerignore"} | set(touched)
+    # The hooks read these: Buildkite's test definitions and the hook scripts with their data files.
+    kept = (".buildkite/", "tools/pre_commit/")
     work = tmp_path_factory.mktemp("sdist-series")
     with tarfile.open(upstream_sdist[0]) as sdist:
-        members = [m for m in sdist.getmembers() if m.name.removeprefix(top) in wanted or m.name.endswith(".py")]
+        members = [m for m in sdist.getmembers() if m.name.removeprefix(top) in wanted or m.name.endswith(".py")
+                   or m.name.removeprefix(top).startswith(kept)]
         for member in members:
             member.name = member.name.removeprefix(top)
         sdist.extractall(work, members, filter="data")

@@ -6,7 +6,6 @@ from types import SimpleNamespace
 
 import pytest
 from torch import nn
-
 from vllm.model_executor.models.interfaces import SupportsMultiModal
 from vllm.v1.spec_decode import llm_base_proposer
 from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer

@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
-"""EAGLE3 aux hidden-state capture in decoders whose layer loop had none.
+"""EAGLE3 aux hidden-state capture in older architectures (optional).
 
-Each architecture's outer class must declare SupportsEagle3 and its decoder must
-record the residual stream entering the chosen layers. The decoder runs its real
-forward with stand-in layers that add one to the stream, so the state entering
-layer i is the input plus i.
+Each outer class must declare SupportsEagle3 and its decoder must record the
+residual stream entering the chosen layers. The decoder runs its real forward
+with stand-in layers that add one to the stream, so the state entering layer i
+is the input plus i.
 """
 
 import importlib
@@ -14,7 +14,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 from torch import nn
-
 from vllm.model_executor.models.interfaces import (
     EagleModelMixin,
     supports_eagle3,
@@ -28,176 +27,14 @@ AUX_LAYERS = (0, 2, 6)
 # "whole": hidden is already the stream (parallel or un-fused blocks);
 # "single": the layer returns the stream alone.
 CASES = {
-    "GemmaForCausalLM": (
-        "gemma.GemmaForCausalLM",
-        "gemma.GemmaModel",
-        "split",
-    ),
-    "Gemma2ForCausalLM": (
-        "gemma2.Gemma2ForCausalLM",
-        "gemma2.Gemma2Model",
-        "split",
-    ),
-    "Gemma3ForCausalLM": (
-        "gemma3.Gemma3ForCausalLM",
-        "gemma3.Gemma3Model",
-        "split",
-    ),
-    "MixtralForCausalLM": (
-        "mixtral.MixtralForCausalLM",
-        "mixtral.MixtralModel",
-        "split",
-    ),
-    "BailingMoeV3ForCausalLM": (
-        "bailing_moe_v3.BailingMoeV3ForCausalLM",
-        "bailing_moe_v3.BailingMoeV3Model",
-        "split",
-    ),
-    "InternLM2ForCausalLM": (
-        "internlm2.InternLM2ForCausalLM",
-        "internlm2.InternLM2Model",
-        "split",
-    ),
-    "Qwen2MoeForCausalLM": (
-        "qwen2_moe.Qwen2MoeForCausalLM",
-        "qwen2_moe.Qwen2MoeModel",
-        "split",
-    ),
-    "Glm4MoeForCausalLM": (
-        "glm4_moe.Glm4MoeForCausalLM",
-        "glm4_moe.Glm4MoeModel",
-        "split",
-    ),
-    "Glm4MoeLiteForCausalLM": (
-        "glm4_moe_lite.Glm4MoeLiteForCausalLM",
-        "glm4_moe_lite.Glm4MoeLiteModel",
-        "split",
-    ),
-    "Ernie4_5_MoeForCausalLM": (
-        "ernie45_moe.Ernie4_5_MoeForCausalLM",
-        "ernie45_moe.Ernie4_5_MoeModel",
-        "split",
-    ),
-    "Step3TextForCausalLM": (
-        "step3_text.Step3TextForCausalLM",
-        "step3_text.Step3TextModel",
-        "split",
-    ),
-    "LongcatFlashForCausalLM": (
-        "longcat_flash.LongcatFlashForCausalLM",
-        "longcat_flash.FlashModel",
-        "split",
-    ),
-    "CohereForCausalLM": (
-        "commandr.CohereForCausalLM",
-        "commandr.CohereModel",
-        "whole",
-    ),
-    "OlmoeForCausalLM": (
-        "olmoe.OlmoeForCausalLM",
-        "olmoe.OlmoeModel",
-        "split",
-    ),
-    "NemotronForCausalLM": (
-        "nemotron.NemotronForCausalLM",
-        "nemotron.NemotronModel",
-        "split",
-    ),
-    "PhiMoEForCausalLM": (
-        "phimoe.PhiMoEForCausalLM",
-        "phimoe.PhiMoEModel",
-        "whole",
-    ),
+    "GemmaForCausalLM": ("gemma.GemmaForCausalLM", "gemma.GemmaModel", "split"),
+    "Gemma2ForCausalLM": ("gemma2.Gemma2ForCausalLM", "gemma2.Gemma2Model", "split"),
     "StableLmForCausalLM": (
         "stablelm.StablelmForCausalLM",
         "stablelm.StableLMEpochModel",
         "whole",
     ),
-    "BailingMoeForCausalLM": (
-        "bailing_moe.BailingMoeForCausalLM",
-        "bailing_moe.BailingMoeModel",
-        "split",
-    ),
-    "FalconH1ForCausalLM": (
-        "falcon_h1.FalconH1ForCausalLM",
-        "falcon_h1.FalconH1Model",
-        "single",
-    ),
-    "ExaoneMoeForCausalLM": (
-        "exaone_moe.ExaoneMoeForCausalLM",
-        "exaone_moe.ExaoneMoeModel",
-        "split",
-    ),
-    "HYV3ForCausalLM": (
-        "hy_v3.HYV3ForCausalLM",
-        "hy_v3.HYV3Model",
-        "split",
-    ),
-    "Step3p5ForCausalLM": (
-        "step3p5.Step3p5ForCausalLM",
-        "step3p5.Step3p5Model",
-        "single",
-    ),
-    "Param2MoEForCausalLM": (
-        "param2moe.Param2MoEForCausalLM",
-        "param2moe.Param2MoEModel",
-        "split",
-    ),
-    "OrionForCausalLM": (
-        "orion.OrionForCausalLM",
-        "orion.OrionModel",
-        "single",
-    ),
-    "HyperCLOVAXForCausalLM": (
-        "hyperclovax.HyperCLOVAXForCausalLM",
-        "hyperclovax.HyperCLOVAXModel",
-        "whole",
-    ),
-    "Rnj1ForCausalLM": (
-        "rnj1.Rnj1ForCausalLM",
-        "rnj1.Rnj1Model",
-        "split",
-    ),
-    "Lfm2ForCausalLM": (
-        "lfm2.Lfm2ForCausalLM",
-        "lfm2.Lfm2Model",
-        "split",
-    ),
-    "Lfm2MoeForCausalLM": (
-        "lfm2_moe.Lfm2MoeForCausalLM",
-        "lfm2_moe.Lfm2MoeModel",
-        "split",
-    ),
-    "PanguEmbeddedForCausalLM": (
-        "openpangu.PanguEmbeddedForCausalLM",
-        "openpangu.OpenPanguModel",
-        "split",
-    ),
-    "PanguUltraMoEForCausalLM": (
-        "openpangu.PanguUltraMoEForCausalLM",
-        "openpangu.OpenPanguModel",
-        "split",
-    ),
-    "GraniteMoeHybridForCausalLM": (
-        "granitemoehybrid.GraniteMoeHybridForCausalLM",
-        "granitemoehybrid.GraniteMoeHybridModel",
-        "whole",
-    ),
-    "OlmoHybridForCausalLM": (
-        "olmo_hybrid.OlmoHybridForCausalLM",
-        "olmo_hybrid.OlmoHybridModel",
-        "single",
-    ),
-    "MolmoForCausalLM": (
-        "molmo.MolmoForCausalLM",
-        "molmo.MolmoModel",
-        "split",
-    ),
-    "Molmo2ForConditionalGeneration": (
-        "molmo2.Molmo2ForConditionalGeneration",
-        "molmo2.Molmo2TextModel",
-        "split",
-    ),
+    "OrionForCausalLM": ("orion.OrionForCausalLM", "orion.OrionModel", "single"),
 }
 
 
@@ -284,8 +121,24 @@ def test_decoder_captures_aux_hidden_states(arch):
 # the default layers (Cohere ASR's get_language_model() is the decoder itself):
 # architecture -> (outer class, path to the decoder, decoder class, its layers).
 OUTER_CASES = {
-    "GPT2LMHeadModel": ("gpt2.GPT2LMHeadModel", "transformer", "gpt2.GPT2Model", "h"),
-    "GPTJForCausalLM": ("gpt_j.GPTJForCausalLM", "transformer", "gpt_j.GPTJModel", "h"),
+    "BloomForCausalLM": (
+        "bloom.BloomForCausalLM",
+        "transformer",
+        "bloom.BloomModel",
+        "h",
+    ),
+    "ChatGLMForCausalLM": (
+        "chatglm.ChatGLMForCausalLM",
+        "transformer.encoder",
+        "chatglm.GLMTransformer",
+        "layers",
+    ),
+    "CohereAsrForConditionalGeneration": (
+        "cohere_asr.CohereAsrForConditionalGeneration",
+        "model.decoder",
+        "cohere_asr.CohereASRDecoder",
+        "layers",
+    ),
     "DbrxForCausalLM": (
         "dbrx.DbrxForCausalLM",
         "transformer",
@@ -304,17 +157,19 @@ OUTER_CASES = {
         "falcon.FalconModel",
         "h",
     ),
-    "BloomForCausalLM": (
-        "bloom.BloomForCausalLM",
-        "transformer",
-        "bloom.BloomModel",
-        "h",
-    ),
+    "GPT2LMHeadModel": ("gpt2.GPT2LMHeadModel", "transformer", "gpt2.GPT2Model", "h"),
+    "GPTJForCausalLM": ("gpt_j.GPTJForCausalLM", "transformer", "gpt_j.GPTJModel", "h"),
     "Mamba2ForCausalLM": (
         "mamba2.Mamba2ForCausalLM",
         "backbone",
         "mamba2.Mamba2Model",
         "layers",
+    ),
+    "Moondream3ForCausalLM": (
+        "moondream3.Moondream3ForCausalLM",
+        "text",
+        "moondream3.Moondream3TextModel",
+        "blocks",
     ),
     "NemotronParseForConditionalGeneration": (
         "nemotron_parse.NemotronParseForConditionalGeneration",
@@ -326,24 +181,6 @@ OUTER_CASES = {
         "opt.OPTForCausalLM",
         "model.decoder",
         "opt.OPTDecoder",
-        "layers",
-    ),
-    "CohereAsrForConditionalGeneration": (
-        "cohere_asr.CohereAsrForConditionalGeneration",
-        "model.decoder",
-        "cohere_asr.CohereASRDecoder",
-        "layers",
-    ),
-    "Moondream3ForCausalLM": (
-        "moondream3.Moondream3ForCausalLM",
-        "text",
-        "moondream3.Moondream3TextModel",
-        "blocks",
-    ),
-    "ChatGLMForCausalLM": (
-        "chatglm.ChatGLMForCausalLM",
-        "transformer.encoder",
-        "chatglm.GLMTransformer",
         "layers",
     ),
 }
