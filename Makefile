@@ -13,7 +13,7 @@ PYTEST_WORKERS ?= 2
 VENV_CACHE ?= $(HOME)/.cache/vllm-fork/venvs
 export PYTHON VENV_CACHE
 
-.PHONY: wheel engine test-env cpu-env hooks-env test clean
+.PHONY: wheel engine test-env cpu-env hooks-env test hooks-mypy-torch clean
 
 # The main job: dist/vllm-<pinned>+<label>-cp38-abi3-manylinux_2_28_x86_64.whl, built by setup.py through forktool.
 wheel:
@@ -51,6 +51,11 @@ test: test-env cpu-env hooks-env
 	  $(TEST_VENV)/bin/python -m pip install -q --no-deps --force-reinstall "$$wheel" && \
 	  FORK_WHEEL="$$wheel" $(TEST_VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
+# mypy over the exported PR series with torch installed, as a developer's editor sees it (not upstream's hook
+# environment, hence not in `make test`; ≈ 6 min the first time, then cached): tests/test_export.py.
+hooks-mypy-torch: test-env hooks-env
+	$(TEST_VENV)/bin/python -m pytest -n 0 -m mypy_torch tests/test_export.py $(PYTEST_ARGS)
+
 clean:
 	rm -rf dist build vllm.egg-info $(ENGINE_VENV) $(TEST_VENV) $(CPU_VENV) $(HOOKS_VENV)
 
@@ -66,5 +71,5 @@ gpu-check:
 
 gpu-dry-run: test-env
 	wheel=$$($(TEST_VENV)/bin/python -m forktool build) && \
-	  $(TEST_VENV)/bin/pip install -q --no-deps --force-reinstall "$$wheel"
+	  $(TEST_VENV)/bin/python -m pip install -q --no-deps --force-reinstall "$$wheel"
 	$(TEST_VENV)/bin/python tests/scripts/gpu_dry_run.py $(GPU_ARGS)

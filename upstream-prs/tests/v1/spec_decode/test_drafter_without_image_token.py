@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 from torch import nn
+
 from vllm.model_executor.models.interfaces import SupportsMultiModal
 from vllm.v1.spec_decode import llm_base_proposer
 from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
@@ -35,12 +36,12 @@ def test_load_model_without_image_token_index(monkeypatch):
     proposer = object.__new__(SpecDecodeBaseProposer)
     proposer.vllm_config = None
     proposer.supports_mm_inputs = False
-    proposer._get_model = lambda: draft
+    monkeypatch.setattr(proposer, "_get_model", lambda: draft)
 
     def stop(*args, **kwargs):
         raise _LoadedPastPlaceholder
 
-    proposer._maybe_share_embeddings = stop
+    monkeypatch.setattr(proposer, "_maybe_share_embeddings", stop)
     with pytest.raises(_LoadedPastPlaceholder):
         proposer.load_model(AudioOnlyTarget())
     assert draft.config.image_token_index is None

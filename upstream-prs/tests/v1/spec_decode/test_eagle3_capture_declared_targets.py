@@ -13,7 +13,6 @@ parallel block already returns the whole stream, one hyper-connection stream
 instead of their mean) changes the numbers.
 """
 
-import importlib
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -21,21 +20,20 @@ import pytest
 import torch
 from torch import nn
 
+from tests.v1.spec_decode.eagle3_capture_utils import (
+    StreamLayer,
+    StreamNorm,
+    bare,
+    single_pp_rank,
+)
 from vllm.model_executor.models.interfaces import supports_eagle3
-
-
-def _load_class(key: str) -> type:
-    module, _, name = key.rpartition(".")
-    return getattr(importlib.import_module(module), name)
 
 
 def _chain(outer: str, path) -> list[nn.Module]:
     """The outer class and each (attribute, class) under it, without __init__."""
     chain: list[nn.Module] = []
     for attr, key in [(None, outer), *path]:
-        instance = object.__new__(_load_class(key))
-        nn.Module.__init__(instance)
-        instance.do_not_compile = True  # run forward eagerly
+        instance = bare(key)
         if chain:
             setattr(chain[-1], attr, instance)
         chain.append(instance)
@@ -43,52 +41,19 @@ def _chain(outer: str, path) -> list[nn.Module]:
 
 
 HIDDEN, TOKENS, LAYERS = 8, 5, 6
-CHOSEN = (
-    0,
-    2,
-    3,
-    6,
-)  # the stream entering the first layer, two inner layers, the output of the last layer
+# The stream entering the first layer, two inner layers, the last layer's output.
+CHOSEN = (0, 2, 3, 6)
 HC = 2  # Qwen4Exp hyper-connection streams in the stand-in
-INJECT = (
-    1.0,
-    3.0,
-)  # per-stream injection weights of the stand-in combine: stream s gains INJECT[s] per layer
+# Per-stream injection weights of the stand-in combine: stream s gains INJECT[s]
+# per layer.
+INJECT = (1.0, 3.0)
 M = "vllm.model_executor.models"
 Q = "vllm.models.qwen4_exp"
 
 
-class SplitLayer(torch.nn.Module):
-    """Pre-norm contract: the stream is hidden + residual; the layer adds one to it and returns (delta, rest)."""
-
-    def forward(self, positions, hidden_states, residual):
-        stream = hidden_states if residual is None else hidden_states + residual
-        return torch.ones_like(stream), stream
-
-
-class WholeLayer(torch.nn.Module):
-    """Post-norm / parallel-block contract: hidden is the whole stream (plus one); the residual returned is its input."""
-
-    def forward(self, positions, hidden_states, residual):
-        return hidden_states + 1, hidden_states
-
-
-class SplitNorm(torch.nn.Module):
-    """A fused add + norm without scaling."""
-
-    def forward(self, hidden, residual=None):
-        return hidden if residual is None else (hidden + residual, hidden + residual)
-
-
-class IgnoringNorm(torch.nn.Module):
-    """Cohere's LayerNorm contract: the residual passes through untouched (and unused), without scaling."""
-
-    def forward(self, hidden, residual=None):
-        return hidden if residual is None else (hidden, residual)
-
-
 class StreamCombine(torch.nn.Module):
-    """hc_combine's contract without the kernel: every stream gains the block output, scaled per stream."""
+    """hc_combine's contract without the kernel: every stream gains the block
+    output, scaled per stream."""
 
     def combine(self, hidden_states, block_output, injection):
         streams = hidden_states.unflatten(-1, (HC, HIDDEN))
@@ -97,7 +62,8 @@ class StreamCombine(torch.nn.Module):
         )
 
     def combine_and_mix(self, hidden_states, block_output, injection):
-        """The final mixer: completes the pending combine and samples the plain stream mean."""
+        """The final mixer: completes the pending combine and samples the plain
+        stream mean."""
         multi = (
             hidden_states
             if block_output is None
@@ -107,7 +73,8 @@ class StreamCombine(torch.nn.Module):
 
 
 class HyperLayer(torch.nn.Module):
-    """Qwen4ExpDecoderLayer's contract: completes the pending combine, defers its own (block output of ones)."""
+    """Qwen4ExpDecoderLayer's contract: completes the pending combine, defers
+    its own (a block output of ones)."""
 
     def __init__(self):
         super().__init__()
@@ -130,12 +97,13 @@ class HyperLayer(torch.nn.Module):
 
 @dataclass(frozen=True)
 class Case:
-    """An outer class, the path to its decoder (attribute, class), and the decoder's layer, norm and wiring."""
+    """An outer class, the path to its decoder (attribute, class), the decoder's
+    layer contract (a StreamLayer kind, or "hyper"), final norm and wiring."""
 
     outer: str
     path: tuple[tuple[str, str], ...]
-    layer: type = SplitLayer
-    norm: type | None = SplitNorm
+    layer: str = "split"
+    norm: str | None = "split"
     outer_wiring: dict = field(default_factory=dict)
     decoder_wiring: dict = field(default_factory=dict)
 
@@ -156,7 +124,7 @@ QWEN4_CASES = [
         Case(
             f"{Q}.{platform}.model.Qwen4ExpForCausalLM",
             (("model", f"{Q}.{platform}.model.Qwen4ExpModel"),),
-            HyperLayer,
+            "hyper",
             None,
             decoder_wiring=HYPER,
         ),
@@ -166,7 +134,7 @@ QWEN4_CASES = [
                 ("language_model", f"{Q}.{platform}.model.Qwen4ExpForCausalLM"),
                 ("model", f"{Q}.{platform}.model.Qwen4ExpModel"),
             ),
-            HyperLayer,
+            "hyper",
             None,
             outer_wiring={"deepstack_num_level": 0},
             decoder_wiring=HYPER,
@@ -178,7 +146,7 @@ CASES = [
     Case(
         f"{M}.exaone4.Exaone4ForCausalLM",
         (("model", f"{M}.exaone4.Exaone4Model"),),
-        WholeLayer,
+        "whole",
     ),
     Case(
         f"{M}.exaone4_5.Exaone4_5_ForConditionalGeneration",
@@ -186,7 +154,7 @@ CASES = [
             ("language_model", f"{M}.exaone4.Exaone4ForCausalLM"),
             ("model", f"{M}.exaone4.Exaone4Model"),
         ),
-        WholeLayer,
+        "whole",
     ),
     Case(
         f"{M}.cohere_compass.CohereCompassForConditionalGeneration",
@@ -194,16 +162,17 @@ CASES = [
             ("language_model", f"{M}.cohere_compass.CohereCompassForCausalLM"),
             ("model", f"{M}.cohere_compass.CohereCompassTextModel"),
         ),
-        WholeLayer,
-        IgnoringNorm,
+        "whole",
+        "whole",
         outer_wiring={"deepstack_num_level": 0},
     ),
     *QWEN4_CASES,
 ]
 
 
-def build(case: Case):
-    """The real outer class over real intermediate modules down to the real decoder with stand-in layers."""
+def build(case: Case) -> tuple[nn.Module, nn.Module]:
+    """The real outer class over real intermediate modules down to the real
+    decoder with stand-in layers."""
     chain = _chain(case.outer, case.path)
     outer, decoder = chain[0], chain[-1]
     wiring = [(outer, case.outer_wiring)] + (
@@ -212,38 +181,36 @@ def build(case: Case):
     for instance, attributes in wiring:
         for name, value in attributes.items():
             setattr(instance, name, value)
-    decoder.layers = torch.nn.ModuleList(case.layer() for _ in range(LAYERS))
+    hyper = case.layer == "hyper"
+    decoder.layers = nn.ModuleList(
+        HyperLayer() if hyper else StreamLayer(case.layer) for _ in range(LAYERS)
+    )
     decoder.start_layer, decoder.end_layer = 0, LAYERS
     if case.norm is not None:
-        decoder.norm = case.norm()
-    if case.layer is HyperLayer:
+        decoder.norm = StreamNorm(case.norm)
+    if hyper:
         decoder.hyper_connection_mixer = StreamCombine()
     return outer, decoder
 
 
 def expected_state(embeds: torch.Tensor, case: Case, after: int) -> torch.Tensor:
     """The residual stream after `after` layers, computed by hand for the stand-ins."""
-    if case.layer is HyperLayer:
-        # Both streams start as the embedding; stream s gains INJECT[s] per layer; the streams are averaged.
+    if case.layer == "hyper":
+        # Both streams start as the embedding; stream s gains INJECT[s] per
+        # layer; the streams are averaged.
         return embeds + after * sum(INJECT) / HC
     return embeds + after
 
 
 @pytest.fixture(autouse=True)
 def single_rank(monkeypatch):
-    """One pipeline rank, as on a single GPU: the decoder's forward asks the PP group about its position."""
-    from vllm.distributed import parallel_state
-
-    group = SimpleNamespace(
-        is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0
-    )
-    monkeypatch.setattr(parallel_state, "_PP", group)
+    single_pp_rank(monkeypatch)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_real_forward_returns_exactly_the_chosen_aux_states(case):
     outer, decoder = build(case)
-    assert supports_eagle3(outer)
+    assert supports_eagle3(type(outer))
     outer.set_aux_hidden_state_layers(CHOSEN)
     assert decoder.aux_hidden_state_layers == CHOSEN
     embeds = torch.randn(TOKENS, HIDDEN)
@@ -272,6 +239,7 @@ def test_without_aux_layers_the_output_is_unchanged(case):
 
 
 def test_the_hyper_connection_expectation_is_the_stream_mean_not_one_stream():
-    # After 3 layers, stream 0 holds x + 3 and stream 1 holds x + 9: the recorded state is their mean x + 6.
+    # After 3 layers, stream 0 holds x + 3 and stream 1 holds x + 9: the
+    # recorded state is their mean x + 6.
     x = torch.zeros(1, HIDDEN)
     assert expected_state(x, QWEN4_CASES[0], 3).unique().tolist() == [6.0]

@@ -5,6 +5,7 @@
 import importlib
 
 import pytest
+
 from vllm.model_executor.models.interfaces import supports_eagle3
 
 # Each decoder below already inherits EagleModelMixin and the outer forward returns

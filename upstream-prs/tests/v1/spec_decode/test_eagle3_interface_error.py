@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 from torch import nn
+
 from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import (
     set_eagle3_aux_hidden_state_layers,
 )

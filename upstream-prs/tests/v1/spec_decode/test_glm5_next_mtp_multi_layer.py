@@ -3,6 +3,7 @@
 """A GLM-5.3-Flash MTP draft with several layers takes the multi-module path."""
 
 from transformers import PreTrainedConfig
+
 from vllm.config import SpeculativeConfig
 
 

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 from torch import nn
 from transformers import PreTrainedConfig
+
 from vllm.models.glm5next.common import mtp
 
 

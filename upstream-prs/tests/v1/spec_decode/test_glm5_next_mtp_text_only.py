@@ -3,6 +3,7 @@
 """A text-only GLM-5.3-Flash checkpoint gets the MTP draft, planned as MLA."""
 
 from transformers import PreTrainedConfig
+
 from vllm.config import SpeculativeConfig
 from vllm.transformers_utils.model_arch_config_convertor import (
     ModelArchConfigConvertorBase,
