@@ -19,23 +19,24 @@ from pathlib import Path
 
 import yaml
 
-# Hooks that cannot run on this machine, and why; each must match no touched file.
+# Hooks not run here, and why: a tool, the network or docker this machine lacks, or files the checkout (the sdist's
+# Python files, Buildkite definitions and hook scripts) does not hold. Each must match no touched file.
 OFFLINE_UNAVAILABLE = {
     "clang-format": "needs the clang-format binary (C++/CUDA only)",
     "markdownlint-cli2": "needs node and markdownlint-cli2 from npm (Markdown only)",
     "actionlint": "needs the actionlint binary (GitHub workflows only)",
     "shellcheck": "needs the shellcheck binary (shell scripts only)",
-    "pip-compile": "resolves requirements against the package index (network)",
+    "pip-compile": "uv resolves requirements against the package index (network; requirements/ only)",
     "png-lint": "needs oxipng (PNG only)",
     "test-nonroot-entrypoint": "runs docker entrypoint scripts (docker/entrypoints only)",
-    "validate-docker-versions": "needs dockerfile-parse (docker/ only)",
+    "validate-docker-versions": "needs dockerfile-parse, not in the hook environment (docker/ only)",
     "rust-cargo-autoinherit": "needs cargo (rust/ only)",
     "rust-cargo-sort": "needs cargo (rust/ only)",
     "rust-cargo-fmt": "needs cargo (rust/ only)",
-    "format-torch-nightly-test": "rewrites requirements files (requirements/ only)",
-    "check-label-rules": "reads .github/mergify.yml (that file only)",
-    "check-agent-files": "reads agent instruction files (those only)",
-    "check-json": "pre-commit-hooks' JSON check (.buildkite/*.json only)",
+    "format-torch-nightly-test": "reads requirements/test/cuda.in, not in the checkout (requirements/ only)",
+    "check-label-rules": "reads .github/mergify.yml, not in the checkout (that file only)",
+    "check-agent-files": "reads agent instruction files, not in the checkout (those only)",
+    "check-json": "pre-commit-hooks is not installed here (.buildkite/*.json only)",
 }
 # Hooks that need no files of ours: the commit-msg sign-off (the export test checks each patch's Signed-off-by)
 # and the one that only prints advice.
