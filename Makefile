@@ -2,6 +2,7 @@
 PYTHON ?= python3
 ENGINE_VENV := .venv
 TEST_VENV := .venv-test
+HOOKS_VENV := .venv-hooks
 CPU_VENV := .venv-cpu
 PYTEST_ARGS ?=
 # pytest-xdist workers, one per core of the 2-core CI machine (`PYTEST_WORKERS=0`: one process, no workers).
@@ -12,7 +13,7 @@ PYTEST_WORKERS ?= 2
 VENV_CACHE ?= $(HOME)/.cache/vllm-fork/venvs
 export PYTHON VENV_CACHE
 
-.PHONY: wheel engine test-env cpu-env test clean
+.PHONY: wheel engine test-env cpu-env hooks-env test hooks-mypy-torch clean
 
 # The main job: dist/vllm-<pinned>+<label>-cp38-abi3-manylinux_2_28_x86_64.whl, built by setup.py through forktool.
 wheel:
@@ -38,14 +39,25 @@ $(CPU_VENV)/.installed: requirements/cpu-test.txt
 	tools/venv.sh $(CPU_VENV) requirements/cpu-test.txt link --no-deps
 	touch $@
 
+# The pinned sdist's Python pre-commit hooks (mypy and the rest) for tests/test_export.py.
+hooks-env: $(HOOKS_VENV)/.installed
+$(HOOKS_VENV)/.installed: requirements/upstream-hooks.txt
+	tools/venv.sh $(HOOKS_VENV) requirements/upstream-hooks.txt link
+	touch $@
+
 # The tests reuse the wheel built here (FORK_WHEEL) instead of building it again.
-test: test-env cpu-env
+test: test-env cpu-env hooks-env
 	wheel=$$($(TEST_VENV)/bin/python -m forktool build) && \
 	  $(TEST_VENV)/bin/python -m pip install -q --no-deps --force-reinstall "$$wheel" && \
 	  FORK_WHEEL="$$wheel" $(TEST_VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
+# mypy over the exported PR series with torch installed, as a developer's editor sees it (not upstream's hook
+# environment, hence not in `make test`; ≈ 6 min the first time, then cached): tests/test_export.py.
+hooks-mypy-torch: test-env hooks-env
+	$(TEST_VENV)/bin/python -m pytest -n 0 -m mypy_torch tests/test_export.py $(PYTEST_ARGS)
+
 clean:
-	rm -rf dist build vllm.egg-info $(ENGINE_VENV) $(TEST_VENV) $(CPU_VENV)
+	rm -rf dist build vllm.egg-info $(ENGINE_VENV) $(TEST_VENV) $(CPU_VENV) $(HOOKS_VENV)
 
 # GPU acceptance (README, "GPU acceptance"): GPU_ARGS="--only NAME" narrows either run to one scenario.
 # gpu-check: one H100/H200 (TP1), PYTHON's environment holding vLLM 0.33.0 with the fork wheel installed over it.

@@ -57,12 +57,9 @@ def _diff(path: str, old: str | None, new: str) -> str:
     return head + "".join(lines)
 
 
-def _message(pr: PullRequest, live: list[Edit], identity: str) -> str:
-    """The PR's description, what each edit changes and why, and the DCO sign-off."""
-    changes = "\n".join(f"- {e.target}: {e.why}" for e in live if e.op != "ensure_import")
-    refs = sorted({e.upstream for e in live if e.upstream.startswith("https://")})
-    seen = "".join(f"\nSee {ref}" for ref in refs)
-    return f"{pr.body}\n\nChanges:\n{changes}\n{seen}\n\nSigned-off-by: {identity}\n"
+def _message(pr: PullRequest, identity: str) -> str:
+    """The PR's description as upstream reads it (series.toml's body) and the DCO sign-off."""
+    return f"{pr.body}\n\nSigned-off-by: {identity}\n"
 
 
 def _patch(number: int, total: int, pr: PullRequest, message: str, identity: str, diffs: list[str]) -> str:
@@ -128,7 +125,7 @@ def export_series(project: Project, upstream_wheel: Path, out_dir: Path, identit
     with atomic_dir(out_dir) as tmp:
         for number, (pr, live, diffs) in enumerate(patches, 1):
             name = f"{number:04d}-{pr.id}.patch"
-            text = _patch(number, len(patches), pr, _message(pr, live, identity), identity, diffs)
+            text = _patch(number, len(patches), pr, _message(pr, identity), identity, diffs)
             (tmp / name).write_text(text, encoding="utf-8")
             written.append(out_dir / name)
     return written

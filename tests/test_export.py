@@ -9,9 +9,15 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+import sdist_hooks
+import yaml
 from conftest import SIGNOFF, run_forktool
+from filelock import FileLock
+from forktool import fetch, resultcache
 from forktool.export import export_series
 from forktool.format import SETTINGS, pinned_ruff
+from forktool.project import REPO_ROOT
 from forktool.series import TESTS_ROOT
 
 
@@ -47,25 +53,95 @@ def test_series_is_deterministic(exported_series, project, upstream_wheel, tmp_p
     assert all(a.read_bytes() == b.read_bytes() for a, b in zip(again, _patches(out)))
 
 
-def test_series_passes_the_sdists_own_hooks(series_checkout):
-    """ruff check, ruff format and typos as the sdist's pre-commit config runs them, on every touched file."""
+HOOKS_VENV = REPO_ROOT / ".venv-hooks" / "bin"
+LOCKS = REPO_ROOT / "requirements"
+
+
+def _git(work: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=work, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _mypy(hook: dict, work: Path, commit: str, role: str, touched: list[str], site: bool, tmp: Path) -> str:
+    """The hook's output on the checkout at `commit`, from the result cache when nothing that decides it changed:
+    the commit's tree (every file mypy can read, the hook script and its settings; git names it by content), the
+    checked files, the hook environment, with torch the test environment, and how the hook is run here."""
+    files = [f for f in _git(work, "ls-tree", "-r", "--name-only", commit, "--", *touched).splitlines()
+             if f.endswith((".py", ".pyi"))]
+    entry = resultcache.key("mypy-hook", _git(work, "rev-parse", f"{commit}^{{tree}}"), files,
+                            (LOCKS / "upstream-hooks.txt").read_text(), (HOOKS_VENV.parent / "pyvenv.cfg").read_text(),
+                            [(LOCKS / "test.txt").read_text(), sys.version] if site else None,
+                            Path(sdist_hooks.__file__).read_text())
+    cached = resultcache.load("mypy-hook", entry)
+    if cached is not None:
+        return cached
+    tree = tmp / commit
+    if not tree.exists():  # the checkout at that commit, beside it
+        _git(work, "worktree", "add", "-q", "--detach", str(tree), commit)
+    # mypy's own cache, one per environment and tree (base, series): alternating two trees in one cache would
+    # re-check every module that imports a touched one on each run.
+    cache = fetch.cache_root() / "mypy" / f"{'site' if site else 'hook'}-{role}"
+    with FileLock(f"{cache}.lock"):
+        output = sdist_hooks.run_mypy(hook, files, tree, HOOKS_VENV, cache, Path(sys.executable) if site else None)
+    resultcache.store("mypy-hook", entry, output)
+    return output
+
+
+def _new_mypy_errors(work: Path, touched: list[str], tmp: Path, site: bool) -> list[str]:
+    """mypy's errors on the series that the same paths at the base commit (the sdist as released) lack."""
+    hook = next(h for h in sdist_hooks.hooks(work) if h["id"] == "mypy")
+    base, head = _git(work, "rev-list", "--max-parents=0", "HEAD"), _git(work, "rev-parse", "HEAD")
+    return sdist_hooks.new_errors(_mypy(hook, work, base, "base", touched, site, tmp),
+                                  _mypy(hook, work, head, "series", touched, site, tmp))
+
+
+def test_series_passes_every_offline_hook_of_the_sdist(series_checkout, tmp_path):
+    """Every hook of the sdist's .pre-commit-config.yaml that runs offline, on every touched file; mypy as the
+    hook runs it (its own environment, no torch) with no error the unpatched tree does not have."""
     work, touched = series_checkout
-    hooks = (work / ".pre-commit-config.yaml").read_text()
-    ruff_rev = re.search(r"ruff-pre-commit\n\s+rev: v(\S+)", hooks).group(1)
-    typos_rev = re.search(r"crate-ci/typos\n\s+rev: v(\S+)", hooks).group(1)
-    assert pinned_ruff(Path(__file__).parent.parent) == ruff_rev
-    bin_dir = Path(sys.executable).parent
-    version = subprocess.run([bin_dir / "typos", "--version"], capture_output=True, text=True).stdout
-    assert version.split()[-1] == typos_rev
-    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", *touched], cwd=work,
-                          capture_output=True, text=True)
-    assert lint.returncode == 0, lint.stdout
-    fmt = subprocess.run([sys.executable, "-m", "ruff", "format", "--check", "--no-cache", *touched], cwd=work,
-                         capture_output=True, text=True)
-    assert fmt.returncode == 0, fmt.stdout
-    typos = subprocess.run([bin_dir / "typos", "--force-exclude", *touched], cwd=work, capture_output=True,
-                           text=True)
-    assert typos.returncode == 0, typos.stdout
+    assert (HOOKS_VENV / "mypy").exists(), "run `make hooks-env` (the sdist's hook environment)"
+    config = (work / ".pre-commit-config.yaml").read_text()
+    assert pinned_ruff(REPO_ROOT) == re.search(r"ruff-pre-commit\n\s+rev: v(\S+)", config).group(1)
+    typos = subprocess.run([Path(sys.executable).parent / "typos", "--version"], capture_output=True, text=True)
+    assert typos.stdout.split()[-1] == re.search(r"crate-ci/typos\n\s+rev: v(\S+)", config).group(1)
+    assert _hook_mypy_version() in config  # the hook environment's mypy is the one the config pins
+    exclude = yaml.safe_load(config).get("exclude", "^$")
+    failures, ran = [], []
+    for hook in sdist_hooks.hooks(work):
+        files = [t for t in touched if sdist_hooks.applies(hook, t, exclude)]
+        if hook["id"] in sdist_hooks.NOT_FILE_HOOKS:
+            continue
+        if hook["id"] in sdist_hooks.OFFLINE_UNAVAILABLE:
+            assert not files, f"hook {hook['id']} applies to {files} but cannot run here: " \
+                              f"{sdist_hooks.OFFLINE_UNAVAILABLE[hook['id']]}"
+            continue
+        if not files and not hook.get("always_run"):
+            continue
+        ran.append(hook["id"])
+        if hook["id"] == "mypy":
+            new = _new_mypy_errors(work, touched, tmp_path, site=False)
+            failures += ["mypy: " + "\n".join(new)] if new else []
+            continue
+        done = sdist_hooks.run_hook(hook, files, work, HOOKS_VENV)
+        if done.returncode != 0:
+            failures.append(f"{hook['id']}: {done.stdout[-2000:]}{done.stderr[-1000:]}")
+    assert not failures, "\n\n".join(failures)
+    assert {"ruff-check", "ruff-format", "typos", "mypy", "check-test-tethering", "check-spdx-header",
+            "check-forbidden-imports", "check-torch-cuda-call", "check-filenames"} <= set(ran), ran
+
+
+@pytest.mark.mypy_torch
+def test_series_adds_no_mypy_error_with_torch_installed(series_checkout, tmp_path):
+    """mypy as a developer's editor runs it, with torch and transformers installed (`make hooks-mypy-torch`;
+    upstream's hook environment has no torch, so this is not upstream's gate)."""
+    work, touched = series_checkout
+    assert (HOOKS_VENV / "mypy").exists(), "run `make hooks-env` (the sdist's hook environment)"
+    new = _new_mypy_errors(work, touched, tmp_path, site=True)
+    assert not new, "\n".join(new)
+
+
+def _hook_mypy_version() -> str:
+    done = subprocess.run([HOOKS_VENV / "mypy", "--version"], capture_output=True, text=True)
+    return "mypy==" + done.stdout.split()[1]
 
 
 def test_format_settings_are_the_sdists(series_checkout, project):
@@ -89,26 +165,74 @@ def test_series_result_is_the_forks_file(series_checkout, project, fork_sources)
     assert compared and all((work / t).read_text() == fork.changed[t] for t in compared)
 
 
-def test_pr_tests_fail_on_stock(stock_python, project, tmp_path):
-    """Each PR's test fails on stock 0.33.0 (the pinned wheel's Python files first on sys.path)."""
-    env = dict(os.environ, PYTHONPATH=str(stock_python))
-    tests = [str(project.root / TESTS_ROOT / t) for pr in project.series() for t in pr.tests]
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", "--tb=line",
-                           "--rootdir", str(project.root), *tests], capture_output=True, text=True, env=env,
-                          cwd=tmp_path)
-    assert "vllm/_fork" not in done.stdout  # really stock: the fork's overlay is not on the path
-    failing = set(re.findall(r"^(?:FAILED|ERROR) (\S+?\.py)", done.stdout, re.MULTILINE))
-    assert {Path(f).name for f in failing} == {Path(t).name for t in tests}, done.stdout[-3000:]
+# What each PR's test reports on stock 0.33.0: the defect its PR fixes, not a broken test (one entry per PR).
+DEFECTS = (
+    "has no attribute 'image_token_index'",  # eagle3-drafter-audio-only
+    "ModelWithoutEagle3 does not declare SupportsEagle3",  # eagle3-interface-error
+    "MiMoForCausalLM: forward dropped the aux hidden states",  # eagle3-declared-capture
+    "Glm4ForCausalLM lacks SupportsEagle3",  # eagle3-declarations
+    "Glm4MoeForCausalLM does not declare SupportsEagle3",  # eagle3-capture-glm4-moe
+    "MixtralForCausalLM does not declare SupportsEagle3",  # eagle3-capture-moe
+    "Ernie4_5_MoeForCausalLM does not declare SupportsEagle3",  # eagle3-capture-ernie45
+    "Step3TextForCausalLM does not declare SupportsEagle3",  # eagle3-capture-step3
+    "LongcatFlashForCausalLM does not declare SupportsEagle3",  # eagle3-capture-longcat
+    "BailingMoeForCausalLM does not declare SupportsEagle3",  # eagle3-capture-bailing
+    "CohereForCausalLM does not declare SupportsEagle3",  # eagle3-capture-cohere
+    "GraniteMoeHybridForCausalLM does not declare SupportsEagle3",  # eagle3-capture-granite
+    "FalconH1ForCausalLM does not declare SupportsEagle3",  # eagle3-capture-hybrid
+    "HYV3ForCausalLM does not declare SupportsEagle3",  # eagle3-capture-recent
+    "GemmaForCausalLM does not declare SupportsEagle3",  # eagle3-capture-long-tail
+    "assert 'glm5_next_text' == 'glm5_next_mtp'",  # glm5-mtp-text-only
+    "has no attribute 'num_nextn_predict_layers'",  # glm5-mtp-multi-layer
+    "vllm/models/glm5next/common/model.py",  # glm5-mtp-no-indexer
+    "[type=literal_error, input_value='dflash2'",  # dflash2-alias
+    "assert None == (1, 3, 5)",  # eagle3-aux-layers
+    "assert None == 1",  # multi-layer-mtp-step
+    "all groups must have the same block size",  # offload-draft-block-size
+    "assert <CUDAGraphMode.FULL: 2> != <CUDAGraphMode.FULL: 2>",  # turboquant-spec-decode-graphs
+    "Failed: DID NOT RAISE <class 'ValueError'>",  # v1-pp-spec-decode
+)
+
+
+STOCK_RUN = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", "--tb=line"]
+
+
+def _stock_run_key(project, tests: list[str]) -> str:
+    """Everything the stock run's report depends on: the pinned wheel, every file under upstream-prs/tests, the
+    pytest settings, the test environment (lock and Python) and the command."""
+    tests_dir = project.root / TESTS_ROOT / "tests"
+    files = [(p.relative_to(tests_dir).as_posix(), p.read_bytes().hex()) for p in sorted(tests_dir.rglob("*"))
+             if p.is_file() and "__pycache__" not in p.parts]
+    return resultcache.key("pr-tests-on-stock", sorted(project.pin.hashes), files,
+                           (project.root / "pyproject.toml").read_text(), (LOCKS / "test.txt").read_text(),
+                           sys.version, STOCK_RUN, tests)
+
+
+def _assert_each_fails_for_its_defect(stdout: str, tests: list[str]) -> None:
+    assert "vllm/_fork" not in stdout  # really stock: the fork's overlay is not on the path
+    failing = set(re.findall(r"^(?:FAILED|ERROR) (\S+?\.py)", stdout, re.MULTILINE))
+    assert {Path(f).name for f in failing} == {Path(t).name for t in tests}, stdout[-3000:]
     # Each fails on the defect its PR fixes, not on a broken test.
-    for defect in ("lacks SupportsEagle3", "does not declare SupportsEagle3", "has no attribute 'image_token_index'",
-                   "in 'Model does not support EAGLE3 interface but aux_hidden_state_outputs was requested'",
-                   "assert 'glm5_next_text' == 'glm5_next_mtp'", "has no attribute 'num_nextn_predict_layers'",
-                   "vllm/models/glm5next/common/model.py", "[type=literal_error, input_value='dflash2'",
-                   "assert None == (1, 3, 5)", "assert None == 1",
-                   "all groups must have the same block size",
-                   "assert <CUDAGraphMode.FULL: 2> != <CUDAGraphMode.FULL: 2>",
-                   "Failed: DID NOT RAISE <class 'ValueError'>"):
-        assert defect in done.stdout, defect
+    for defect in DEFECTS:
+        assert defect in stdout, defect
+
+
+def test_pr_tests_fail_on_stock(stock_python, project, tmp_path):
+    """Each PR's test fails on stock 0.33.0 (the pinned wheel's Python files first on sys.path), for its defect.
+    A report that passed is kept in the result cache, keyed by everything it depends on."""
+    tests = [t for pr in project.series() for t in pr.tests if Path(t).name.startswith("test_")]
+    entry = _stock_run_key(project, tests)
+    cached = resultcache.load("pr-tests-on-stock", entry)
+    if cached is not None:
+        _assert_each_fails_for_its_defect(cached, tests)
+        return
+    # No third-party pytest plugins: the PR tests use none, and loading them costs every run a second or two.
+    env = dict(os.environ, PYTHONPATH=str(stock_python), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    command = [sys.executable, *STOCK_RUN, "--rootdir", str(project.root),
+               *[str(project.root / TESTS_ROOT / t) for t in tests]]
+    stdout = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path).stdout
+    _assert_each_fails_for_its_defect(stdout, tests)
+    resultcache.store("pr-tests-on-stock", entry, stdout)
 
 
 def test_missing_signoff_is_bad_input(tmp_path):

@@ -83,5 +83,6 @@ def test_method_dflash2_runs_the_dflash2_draft_under_dflash(stock, fork):
 
 def test_method_dflash2_with_a_dflash1_checkpoint_says_what_to_use(fork):
     error = fork["dflash2_alias_wrong_draft"]["error"]
-    assert "speculative method 'dflash2' needs a DFlash2 draft (DFlash2DraftModel)" in error
-    assert "is DFlashDraftModel: use method 'dflash' for this checkpoint." in error
+    assert error.startswith("ValueError: speculative method 'dflash2' needs a DFlash2 draft (DFlash2DraftModel or "
+                            "DFlash2BeamDraftModel), but ")
+    assert error.endswith(" is DFlashDraftModel: use method 'dflash' for this checkpoint.")

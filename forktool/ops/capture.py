@@ -17,6 +17,8 @@ from forktool.ops.seq import insert_item
 FIELDS = {"function": True, "loop": True, "after": True, "hidden": False, "residual": False,
           "returns": False, "start": False, "index": False, "mixin": False}
 AUX = "aux_hidden_states"
+# What the forward now also returns, as upstream's llama.py annotates it.
+WITH_AUX = "tuple[torch.Tensor, list[torch.Tensor]]"
 
 
 class _Spec:
@@ -38,6 +40,8 @@ class _Spec:
         if not self.index.isidentifier():
             raise ValueError(f"field 'index' must be a Python name: {self.index!r}")
         self.mixin = parse_expr(spec.get("mixin", "EagleModelMixin"), "mixin")
+        # A decoder base named as the mixin owns the forward this one overrides: its annotation stays the base's.
+        self.widen = "mixin" not in spec
         self.return_anchor = parse_statement(f"return {self.returns}", "returns")
         self.guard = parse_statement(f"if len({AUX}) > 0:\n    return {self.returns}, {AUX}", "returns")
 
@@ -50,6 +54,22 @@ class _Spec:
         """The capture after the layer call: the stream entering layer index + 1."""
         return parse_statement(f"self._maybe_add_hidden_state({AUX}, {index} + 1, {self.hidden}, {self.residual})",
                           "index")
+
+
+def _union_members(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
+        return _union_members(node.left) + _union_members(node.right)
+    return [node]
+
+
+def _widened(function: cst.FunctionDef) -> cst.FunctionDef:
+    """A return annotation that also admits `(hidden, aux)`, once the forward can return it."""
+    returns = function.returns
+    aux = cst.parse_expression(WITH_AUX)
+    if returns is None or any(same_value(m, aux) for m in _union_members(returns.annotation)):
+        return function
+    wider = cst.BinaryOperation(returns.annotation, cst.BitOr(), aux)
+    return function.with_changes(returns=returns.with_changes(annotation=wider))
 
 
 def _call_name(node: cst.BaseExpression) -> str:
@@ -83,6 +103,7 @@ class _Capture(cst.CSTTransformer):
         self.notes: list[str] = []
         self.returns = self.guarded = 0
         self.owner_found = False
+        self.rewrote = False  # a loop was made to capture: the return annotation must admit (hidden, aux)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.scope.append(node.name.value)
@@ -110,6 +131,8 @@ class _Capture(cst.CSTTransformer):
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         if ".".join(self.scope) == self.spec.function:
             self.depth -= 1
+            if self.rewrote and self.spec.widen:
+                updated = _widened(updated)
         self.scope.pop()
         return updated
 
@@ -151,6 +174,7 @@ class _Capture(cst.CSTTransformer):
                               "finish or undo it by hand")
             return loop
         inner.insert(at[0] + 1, each)
+        self.rewrote = True
         body.append(first.with_changes(leading_lines=loop.leading_lines))
         return indexed.with_changes(leading_lines=[], body=indexed.body.with_changes(body=inner))
 

@@ -25,7 +25,11 @@ from vllm.v1.core.kv_cache_planning import (
     get_global_kv_cache_groups,
     get_kv_cache_configs,
 )
-from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
+from vllm.v1.kv_cache_interface import (
+    FullAttentionSpec,
+    KVCacheSpec,
+    SlidingWindowSpec,
+)
 
 # gpt-oss-like target: sliding-window and full attention layers, 2 KV heads.
 TARGET = {
@@ -84,7 +88,7 @@ def _planned(tmp_path, monkeypatch, **speculative):
         ),
     )
     common = dict(block_size=16, head_size=32, dtype=torch.bfloat16)
-    specs = {
+    specs: dict[str, KVCacheSpec] = {
         f"model.layers.{i}.self_attn.attn": (
             FullAttentionSpec(num_kv_heads=2, **common)
             if i % 2

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
+from vllm.engine.arg_utils import EngineArgs
 
 TARGET = {
     "model_type": "qwen3",
@@ -52,20 +53,25 @@ def target(tmp_path_factory) -> ModelConfig:
     return ModelConfig(model=path, skip_tokenizer_init=True, max_model_len=1024)
 
 
-def _spec(target: ModelConfig, draft: str) -> SpeculativeConfig:
-    return SpeculativeConfig(
-        method="dflash2",
-        model=draft,
-        num_speculative_tokens=4,
-        target_model_config=target,
-        target_parallel_config=ParallelConfig(),
+def _spec(target: ModelConfig, draft: str) -> SpeculativeConfig | None:
+    args = EngineArgs(
+        model=target.model,
+        speculative_config={
+            "method": "dflash2",
+            "model": draft,
+            "num_speculative_tokens": 4,
+        },
     )
+    return args.create_speculative_config(target, ParallelConfig())
 
 
-def test_dflash2_runs_under_dflash(target, tmp_path):
-    spec = _spec(target, _draft(tmp_path / "draft", "DFlash2DraftModel"))
-    assert spec.method == "dflash"
-    assert spec.draft_model_config.architectures == ["DFlash2DraftModel"]
+@pytest.mark.parametrize("architecture", ["DFlash2DraftModel", "DFlash2BeamDraftModel"])
+def test_dflash2_runs_under_dflash(target, tmp_path, architecture):
+    spec = _spec(target, _draft(tmp_path / "draft", architecture))
+    assert spec is not None and spec.method == "dflash"
+    assert spec.draft_model_config is not None
+    assert spec.draft_model_config.architectures == [architecture]
+    assert spec.use_dflash2_draft()
 
 
 def test_dflash2_with_a_dflash1_draft_says_what_to_use(target, tmp_path):

@@ -36,12 +36,12 @@ def test_load_model_without_image_token_index(monkeypatch):
     proposer = object.__new__(SpecDecodeBaseProposer)
     proposer.vllm_config = None
     proposer.supports_mm_inputs = False
-    proposer._get_model = lambda: draft
+    monkeypatch.setattr(proposer, "_get_model", lambda: draft)
 
     def stop(*args, **kwargs):
         raise _LoadedPastPlaceholder
 
-    proposer._maybe_share_embeddings = stop
+    monkeypatch.setattr(proposer, "_maybe_share_embeddings", stop)
     with pytest.raises(_LoadedPastPlaceholder):
         proposer.load_model(AudioOnlyTarget())
     assert draft.config.image_token_index is None

@@ -72,14 +72,23 @@ class Target(nn.Module, SupportsEagle3):
         self.model = Decoder(num_layers)
 
 
+class _Warnings(logging.Handler):
+    """Keeps the warnings a logger emits."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 @contextmanager
 def warnings_of(logger: logging.Logger):
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append
+    handler = _Warnings()
     logger.addHandler(handler)
     try:
-        yield records
+        yield handler.records
     finally:
         logger.removeHandler(handler)
 

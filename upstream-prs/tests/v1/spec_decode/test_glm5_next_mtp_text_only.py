@@ -2,7 +2,7 @@
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
 """A text-only GLM-5.3-Flash checkpoint gets the MTP draft, planned as MLA."""
 
-from transformers import PretrainedConfig
+from transformers import PreTrainedConfig
 
 from vllm.config import SpeculativeConfig
 from vllm.transformers_utils.model_arch_config_convertor import (
@@ -10,8 +10,8 @@ from vllm.transformers_utils.model_arch_config_convertor import (
 )
 
 
-def _text_only_config() -> PretrainedConfig:
-    config = PretrainedConfig(
+def _text_only_config() -> PreTrainedConfig:
+    config = PreTrainedConfig(
         architectures=["Glm5NextForCausalLM"],
         num_nextn_predict_layers=1,
         kv_lora_rank=64,

@@ -6,7 +6,7 @@ import logging
 from types import SimpleNamespace
 
 import pytest
-from transformers import PretrainedConfig
+from transformers import PreTrainedConfig
 
 from vllm.config import SpeculativeConfig, VllmConfig
 from vllm.config import vllm as vllm_config_module
@@ -29,8 +29,8 @@ def test_wrapper_hands_the_step_to_its_predictor(wrapper):
     assert seen.get("spec_step_idx") == 1
 
 
-def _two_layer_qwen3_5_draft() -> PretrainedConfig:
-    config = PretrainedConfig(
+def _two_layer_qwen3_5_draft() -> PreTrainedConfig:
+    config = PreTrainedConfig(
         architectures=["Qwen3_5ForCausalLM"], mtp_num_hidden_layers=2
     )
     config.model_type = "qwen3_5_text"
@@ -58,10 +58,19 @@ def test_two_layer_qwen3_5_takes_the_multi_module_speculator(qwen3_5_mtp):
     assert qwen3_5_mtp.use_multi_module_mtp()
 
 
+class _Warnings(logging.Handler):
+    """Keeps the warnings a logger emits."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 def test_model_runner_v1_says_it_drafts_with_the_first_layer(qwen3_5_mtp):
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append
+    handler = _Warnings()
     vllm_config_module.logger.addHandler(handler)
     config = SimpleNamespace(
         speculative_config=qwen3_5_mtp,
@@ -71,4 +80,5 @@ def test_model_runner_v1_says_it_drafts_with_the_first_layer(qwen3_5_mtp):
         VllmConfig._validate_v1_model_runner(config)
     finally:
         vllm_config_module.logger.removeHandler(handler)
-    assert any("first of the 2 MTP layers" in r.getMessage() for r in records)
+    messages = [r.getMessage() for r in handler.records]
+    assert any("first of the 2 MTP layers" in m for m in messages)

@@ -5,7 +5,7 @@
 from types import SimpleNamespace
 
 from torch import nn
-from transformers import PretrainedConfig
+from transformers import PreTrainedConfig
 
 from vllm.models.glm5next.common import mtp
 
@@ -21,7 +21,7 @@ def test_mtp_layer_without_index_topk(monkeypatch):
     monkeypatch.setattr(mtp, "RMSNorm", _Recorder)
     monkeypatch.setattr(mtp, "SharedHead", _Recorder)
     monkeypatch.setattr(mtp, "Glm5NextDecoderLayer", _Recorder)
-    config = PretrainedConfig(hidden_size=16, rms_norm_eps=1e-6, index_topk=None)
+    config = PreTrainedConfig(hidden_size=16, rms_norm_eps=1e-6, index_topk=None)
     vllm_config = SimpleNamespace(
         speculative_config=SimpleNamespace(
             draft_model_config=SimpleNamespace(hf_text_config=config)

@@ -1,0 +1,26 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright contributors to the vLLM project
+"""EAGLE3 aux hidden-state capture in Cohere / Cohere2 (Command R, R7B, A).
+
+Each outer class must declare SupportsEagle3 and its decoder must record the
+residual stream entering the chosen layers: the decoder runs its real forward
+over stand-in layers (tests/v1/spec_decode/eagle3_capture_utils.py).
+"""
+
+import pytest
+
+from tests.v1.spec_decode.eagle3_capture_utils import assert_decoder_captures
+
+# architecture -> (outer class, decoder class, the layers' stream contract)
+CASES = {
+    "CohereForCausalLM": (
+        "commandr.CohereForCausalLM",
+        "commandr.CohereModel",
+        "whole",
+    ),
+}
+
+
+@pytest.mark.parametrize("arch", sorted(CASES))
+def test_decoder_captures_aux_hidden_states(arch, monkeypatch):
+    assert_decoder_captures(arch, *CASES[arch], monkeypatch)
