@@ -94,7 +94,8 @@ def test_the_contract_table_is_classified_once_per_fork_and_upstream(cache, monk
 
     read = {"vllm/model.py": SOURCE}.__getitem__
     calls = []
-    monkeypatch.setattr(contract_table, "render_contract", lambda tree, base: calls.append(base) or b"table")
+    monkeypatch.setattr(contract_table, "render_contract",
+                        lambda tree, base, results=None: calls.append(base) or b"table")
     args = ({TARGET: SOURCE}, {"vllm/_fork/x.py": b"y = 1\n"}, read, {TARGET})
     upstream = {"sha256": "0" * 64}
     assert contract_table.contract_module(*args, upstream, "vllm 1.0+fork") == b"table"

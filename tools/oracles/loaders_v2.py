@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 import tempfile
 import time
 from pathlib import Path
@@ -176,8 +176,13 @@ def main(argv: list[str]) -> int:
     models, out_json, archs = Path(argv[0]), Path(argv[1]), argv[2:]
     results = json.loads(out_json.read_text()) if out_json.exists() else {}
     state: dict = {}
-    with tempfile.TemporaryDirectory(prefix="oracle-v2-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="oracle-v2-") as scratch, ExitStack() as stack:
         gpu_dry_build.install_platform(Path(scratch))
+        # vLLM inspects a model class in a second interpreter, where the stand-in platform is not installed (a
+        # CUDA-only class would not import there): spec-check's in-process inspection, as the dry run needs.
+        from vllm._fork.spec_check.inspection import inspect_in_process
+
+        stack.enter_context(inspect_in_process())
         drafts = Path(scratch) / "drafts"
         _moe_first(models, archs, drafts)
         state["distributed"] = True
