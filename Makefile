@@ -59,5 +59,5 @@ gpu-check:
 
 gpu-dry-run: test-env
 	wheel=$$($(TEST_VENV)/bin/python -m forktool build) && \
-	  $(TEST_VENV)/bin/pip install -q --no-deps --force-reinstall "$$wheel"
+	  $(TEST_VENV)/bin/python -m pip install -q --no-deps --force-reinstall "$$wheel"
 	$(TEST_VENV)/bin/python tests/scripts/gpu_dry_run.py $(GPU_ARGS)

@@ -19,12 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from forktool.build import build  # noqa: E402
 from forktool.fetch import fetch, sha256_of  # noqa: E402
+from forktool.options import BuildOptions  # noqa: E402
 from forktool.project import Project  # noqa: E402
-from forktool.wheelbuild import build_wheel  # noqa: E402
-
-# The cpu-base pin needs the flags its header names (requirements/cpu-base.txt).
-CPU_SKIP = frozenset({"edits/vllm/models/glm5next/common/mtp.py.toml:topk-buffer-only-with-indexer"})
 
 
 def _unpacked_size(path: Path) -> int:
@@ -32,15 +30,14 @@ def _unpacked_size(path: Path) -> int:
         return sum(info.file_size for info in wheel.infolist())
 
 
-def _runs(project: Project, upstream: Path, upstream_sha: str, tmp: Path, runs: int, recompress: bool,
-          cpu_base: bool) -> tuple[list[float], list[float], list[str], Path]:
-    """Wall and CPU seconds, digests and the last wheel of `runs` builds."""
+def _runs(project: Project, tmp: Path, runs: int, recompress: bool) -> tuple[list[float], list[float], list[str], Path]:
+    """Wall and CPU seconds, digests and the last wheel of `runs` builds (with the flags the pin file names)."""
     walls, cpus, digests = [], [], []
     for run in range(runs):
         wall, cpu = time.perf_counter(), time.process_time()
-        wheel = build_wheel(project, upstream, upstream_sha, tmp / f"{recompress}-{run}", project.label,
-                            allow_absent=cpu_base, skip=CPU_SKIP if cpu_base else frozenset(),
-                            recompress=recompress)
+        options = BuildOptions.from_flags(project.pin.build_flags, project.pin_file, out=tmp / f"{recompress}-{run}",
+                                          recompress=recompress)
+        wheel = build(project, options).path
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
         digests.append(sha256_of(wheel))
@@ -54,13 +51,12 @@ def main() -> None:
     parser.add_argument("--no-baseline", action="store_true", help="time the raw copy only")
     args = parser.parse_args()
     project = Project(pin_file=args.pin) if args.pin else Project()
-    upstream, upstream_sha = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
+    upstream, _ = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
     ways = [("raw copy", False)] + ([] if args.no_baseline else [("recompress", True)])
     print(f"{project.pin.name}=={project.pin.version}, {args.runs} runs each, load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as tmp:
-        results = {name: _runs(project, upstream, upstream_sha, Path(tmp), args.runs, flag, bool(args.pin))
-                   for name, flag in ways}
+        results = {name: _runs(project, Path(tmp), args.runs, flag) for name, flag in ways}
         wheel = results["raw copy"][3]
         fork_size, fork_unpacked = wheel.stat().st_size, _unpacked_size(wheel)
         up_size, up_unpacked = upstream.stat().st_size, _unpacked_size(upstream)

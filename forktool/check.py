@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import zipfile
 
+from forktool.assembly import assemble
 from forktool.fetch import fetch
 from forktool.internals import check_internals, load_internals
 from forktool.overlay import shadowed
 from forktool.pins import exact_requirement
-from forktool.project import Project, assemble
+from forktool.project import Project
+from forktool.sourcetree import SourceTree
 from forktool.vocabulary import EditStatus, Exit, InternalStatus
 
 
@@ -21,10 +23,10 @@ def check_base(project: Project, requirement: str, as_json: bool = False) -> int
     internals = load_internals(project.root)  # a malformed table is bad input before any download
     wheel, digest = fetch(name, version, "wheel", hashes)
     with zipfile.ZipFile(wheel) as zin:
-        names = set(zin.namelist())
-        fork = assemble(project, lambda p: zin.read(p).decode("utf-8"), names, formatted=False)
-        resolved = check_internals(internals, lambda p: zin.read(p).decode("utf-8"), names)
-    clashes = shadowed(fork.overlay, names)
+        base = SourceTree.from_zip(zin)
+        fork = assemble(project, base, formatted=False)
+        resolved = check_internals(internals, base)
+    clashes = shadowed(fork.overlay, base.paths)
     counts = {str(s): sum(r.status == s for r in fork.results) for s in EditStatus}
     broken_internals = sum(r.status == InternalStatus.BROKEN for r in resolved)
     bad = counts[EditStatus.BROKEN] or clashes or broken_internals

@@ -12,43 +12,37 @@ from pathlib import Path
 
 from forktool.errors import ForkError
 from forktool.fetch import fetch
+from forktool.manifest import MANIFEST_PATH
+from forktool.options import BuildOptions, add_base_flags
 from forktool.project import Project
-from forktool.vocabulary import Exit, InternalStatus
+from forktool.vocabulary import Exit
 
 
 def _shipped_manifest(wheel: Path) -> dict:
     """The provenance manifest the build wrote into `wheel` (vllm/_fork/_manifest.py) as data."""
-    from forktool.manifest import MANIFEST_PATH
-
     with zipfile.ZipFile(wheel) as zin:
         module = ast.parse(zin.read(MANIFEST_PATH).decode("utf-8"))
     return json.loads(ast.literal_eval(module.body[-1].value))
 
 
 def _build(args, project: Project) -> int:
-    from forktool.internals import check_for_build
-    from forktool.wheelbuild import build_wheel
+    from forktool.build import build
 
-    wheel, digest = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
-    internals = check_for_build(project, wheel, args.allow_absent, frozenset(args.skip))
-    out = build_wheel(project, wheel, digest, Path(args.out), args.label or project.label,
-                      args.allow_absent, frozenset(args.skip))
-    for result in internals:  # only a test-only base (--allow-absent) gets here with a broken one
-        if result.status == InternalStatus.BROKEN:
-            print(result.line(), file=sys.stderr)
+    options = BuildOptions(out=Path(args.out), label=args.label, allow_absent=args.allow_absent,
+                           skip=frozenset(args.skip))
+    built = build(project, options)
     if args.json:
-        print(json.dumps({"wheel": str(out), "manifest": _shipped_manifest(out),
-                          "internals": [r.as_dict() for r in internals]}, indent=1, sort_keys=True))
+        print(json.dumps({"wheel": str(built.path), "manifest": _shipped_manifest(built.path),
+                          "internals": [r.as_dict() for r in built.internals]}, indent=1, sort_keys=True))
     else:
-        print(out)
+        print(built.path)
     return Exit.OK
 
 
 def _tree(args, project: Project) -> int:
-    from forktool.tree import build_tree
+    from forktool.build import build_tree
 
-    sdist, digest = fetch(project.pin.name, project.pin.version, "sdist", project.pin.hashes)
-    print(build_tree(project, sdist, digest, Path(args.out), args.label or project.label))
+    print(build_tree(project, BuildOptions(out=Path(args.out), label=args.label)).path)
     return Exit.OK
 
 
@@ -99,11 +93,7 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--label", default=None, help="local version label (default: pyproject.toml)")
     build.add_argument("--pin", default=None,
                        help="another pin file (a test-only base, e.g. requirements/cpu-base.txt)")
-    build.add_argument("--allow-absent", action="store_true",
-                       help="record edits whose file this base does not have yet as absent, and print "
-                            "declared internals it lacks, instead of failing (a test-only base)")
-    build.add_argument("--skip", action="append", default=[], metavar="SPEC:ID",
-                       help="do not try this edit on this base (repeatable); it is listed as skipped")
+    add_base_flags(build)
     build.add_argument("--json", action="store_true", help="print the wheel, its manifest and internals as JSON")
     build.set_defaults(run=_build)
     tree = verbs.add_parser("tree", help="patched source tree from the pinned sdist, for a CUDA build")

@@ -1,13 +1,14 @@
-"""The audit's EAGLE3 verdicts, generated into every fork build so that `vllm spec-check` reads them."""
+"""Build step: the audit's EAGLE3 verdicts of the assembled fork, generated into every build for `vllm spec-check`."""
 
 from __future__ import annotations
 
 import json
 
 from forktool import resultcache
+from forktool.assembly import Assembly
 from forktool.audit import oracle
 from forktool.audit.classify import Row, classify
-from forktool.audit.symbols import SourceTree
+from forktool.sourcetree import SourceTree
 
 # A Python module like the manifest, so the sdist route ships it too.
 CONTRACT_PATH = "vllm/_fork/_contract.py"
@@ -44,27 +45,16 @@ def render_contract(tree: SourceTree, base: str, results: dict | None = None) ->
     ).encode()
 
 
-def contract_module(changed: dict[str, str], overlay: dict[str, bytes], read, paths: set[str], upstream: dict,
-                    base: str) -> bytes:
-    """render_contract of the fork over the upstream artifact `upstream` (its sha256 names its files), from the
-    result cache when this fork was classified over it before."""
-    sources = {path: data.decode("utf-8") for path, data in overlay.items() if path.endswith(".py")}
-    code = resultcache.code_digest("contract_table.py", "audit/*.py")
+def contract_module(fork: Assembly, artifact_sha: str, base: str) -> bytes:
+    """render_contract of the fork's tree, from the result cache when this fork was classified before over the
+    same upstream artifact (its sha256 names the upstream files) with the same oracle results."""
+    sources = {path: data.decode("utf-8") for path, data in fork.overlay.items() if path.endswith(".py")}
+    code = resultcache.code_digest("contract_table.py", "sourcetree.py", "audit/*.py")
     results = oracle_results(base)
-    entry = resultcache.key(code, upstream["sha256"], base, changed, sources, results)
+    entry = resultcache.key(code, artifact_sha, base, fork.changed, sources, results)
     cached = resultcache.load("contract", entry)
     if isinstance(cached, str):
         return cached.encode()
-    data = render_contract(fork_source_tree(changed, overlay, read, paths), base, results)
+    data = render_contract(fork.tree(), base, results)
     resultcache.store("contract", entry, data.decode())
     return data
-
-
-def fork_source_tree(changed: dict[str, str], overlay: dict[str, bytes], read, paths: set[str]) -> SourceTree:
-    """The upstream tree `read(path)` with the fork's edited files and Python overlay laid over it."""
-    added = {path: data.decode("utf-8") for path, data in overlay.items() if path.endswith(".py")}
-
-    def fork_read(path: str) -> str:
-        return changed.get(path) or added.get(path) or read(path)
-
-    return SourceTree(fork_read, paths | set(added))

@@ -11,6 +11,9 @@ from pathlib import Path
 
 from forktool import resultcache
 from forktool.errors import ForkError
+from forktool.fetch import fetch
+from forktool.project import Project
+from forktool.vocabulary import Exit
 
 SETTINGS = "requirements/upstream-ruff.toml"
 PIN_FILE = "requirements/engine.txt"
@@ -115,11 +118,6 @@ def _ruff_batch(root: Path, versions: list[dict[str, str]], upstream: list[str],
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m forktool.format FILE…`: format PR test files (upstream-prs/tests/…) in place like the build."""
-    from forktool.errors import ForkError as _Error
-    from forktool.fetch import fetch
-    from forktool.project import Project
-    from forktool.vocabulary import Exit
-
     project = Project()
     paths = [Path(p).resolve() for p in (sys.argv[1:] if argv is None else argv)]
     try:
@@ -129,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         tests = project.root / "upstream-prs"
         sources = {p.relative_to(tests).as_posix(): p.read_text(encoding="utf-8") for p in paths}
         [done] = format_sources(project.root, [sources], modules)
-    except (_Error, ValueError, OSError) as exc:
+    except (ForkError, ValueError, OSError) as exc:
         print(f"forktool.format: {exc}", file=sys.stderr)
         return int(Exit.BAD_INPUT)
     for path in paths:

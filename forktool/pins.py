@@ -11,6 +11,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from forktool.errors import ForkError
 
 _HASH = re.compile(r"^--hash=sha256:([0-9a-f]{64})$")
+# A test-only base names the build flags it needs in a comment pip ignores (requirements/cpu-base.txt).
+_FLAGS = re.compile(r"^#\s*forktool build flags:(.*)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,7 @@ class Pin:
     name: str
     version: str
     hashes: frozenset[str]
+    build_flags: tuple[str, ...] = ()  # what `build` needs on this base, e.g. ("--allow-absent",)
 
     @property
     def requirement(self) -> str:
@@ -47,7 +50,8 @@ def exact_requirement(text: str, where: str) -> tuple[str, str]:
 
 def load_pin(path: Path) -> Pin:
     """Parse `path`; anything but exactly one `name==version --hash=sha256:...` line is refused."""
-    lines = _logical_lines(path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    lines = _logical_lines(text)
     if len(lines) != 1:
         raise ForkError(f"{path}: expected exactly one pinned requirement, found {len(lines)}")
     requirement, *options = lines[0].split()
@@ -60,4 +64,5 @@ def load_pin(path: Path) -> Pin:
         hashes.add(match.group(1))
     if not hashes:
         raise ForkError(f"{path}: {requirement} has no --hash=sha256:...; pin the wheel and the sdist")
-    return Pin(name, version, frozenset(hashes))
+    flags = tuple(flag for line in _FLAGS.findall(text) for flag in line.split())
+    return Pin(name, version, frozenset(hashes), flags)

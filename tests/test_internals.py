@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import run_forktool
-from forktool.internals import INTERNALS_PATH, _lookup, _Sources, check_internals, load_internals
+from forktool.internals import INTERNALS_PATH, check_internals, load_internals
 from forktool.project import REPO_ROOT
+from forktool.sourcetree import SourceTree
 from forktool.vocabulary import Exit, InternalStatus
 
 # Fork code that runs against upstream: the overlay and the GLM KV benchmark the tests drive.
@@ -77,10 +78,10 @@ def _targets(stmt: ast.stmt) -> list[str]:
     return [t.id for t in targets if isinstance(t, ast.Name)]
 
 
-def _plain_method(sources: _Sources, dotted: str) -> bool:
+def _plain_method(sources: SourceTree, dotted: str) -> bool:
     """Whether module.Class.method is an instance method in the base (so a call on the class is unbound)."""
     path, cls, method = dotted.rsplit(".", 2)
-    found = _lookup(sources, path, cls)
+    found = sources.definition(path, cls)
     if not found or not isinstance(found[1], ast.ClassDef):
         return False
     for node in found[1].body:
@@ -112,7 +113,7 @@ def test_the_scanner_sees_each_way_of_reaching_in():
 
 def test_every_internal_the_fork_reaches_is_declared(pinned_sources):
     declared = {f"{i.module}.{i.name}" for i in load_internals(REPO_ROOT)}
-    sources = _Sources(pinned_sources.__getitem__, set(pinned_sources))
+    sources = SourceTree(pinned_sources.__getitem__, set(pinned_sources))
     undeclared = {}
     for path in FORK_CODE:
         private, calls = reached_internals(path.read_text(encoding="utf-8"))
@@ -127,7 +128,7 @@ def test_every_internal_the_fork_reaches_is_declared(pinned_sources):
 
 
 def test_every_declared_internal_is_present_in_the_pinned_base(pinned_sources):
-    results = check_internals(load_internals(REPO_ROOT), pinned_sources.__getitem__, set(pinned_sources))
+    results = check_internals(load_internals(REPO_ROOT), SourceTree(pinned_sources.__getitem__, set(pinned_sources)))
     assert [r.line() for r in results if r.status != InternalStatus.PRESENT] == []
 
 
@@ -188,14 +189,17 @@ def test_build_stops_at_a_renamed_internal_naming_it(fake_cache, repo_copy):
 
 def test_class_members_resolve_through_bases_and_self_assignments():
     files = {
-        "vllm/a.py": "from vllm.b import Base as Renamed\nclass Child(Renamed):\n"
-                     "    def __init__(self):\n        self.made = 1\n",
+        "vllm/a.py": "from vllm import b\nfrom vllm.b import Base as Renamed\nclass Child(Renamed):\n"
+                     "    def __init__(self):\n        self.made = 1\n"
+                     "class Dotted(b.Base): ...\nclass Typed(Renamed[int]): ...\n",
         "vllm/b.py": "class Base:\n    declared: int\n    def method(self): ...\n",
     }
+    # Bases as the audit resolves them (the same SourceTree): by name, as module.Class, subscripted.
     table = [("Child.made", "present"), ("Child.declared", "present"), ("Child.method", "present"),
-             ("Child.gone", "broken"), ("Missing", "broken")]
+             ("Child.gone", "broken"), ("Missing", "broken"), ("Dotted.method", "present"),
+             ("Typed.declared", "present"), ("Typed.made", "broken")]
     from forktool.internals import Internal
 
     internals = [Internal("vllm.a", name, ("x",), "test") for name, _ in table]
-    results = check_internals(internals, files.__getitem__, set(files))
+    results = check_internals(internals, SourceTree(files.__getitem__, set(files)))
     assert [(r.internal.name, r.status) for r in results] == table

@@ -48,3 +48,18 @@ def test_continuations_and_comments(tmp_path):
     path.write_text("# top\nvllm==1.2.3 \\\n    --hash=sha256:" + "c" * 64 + "  # the wheel\n")
     pin = load_pin(path)
     assert (pin.requirement, pin.hashes) == ("vllm==1.2.3", frozenset({"c" * 64}))
+
+
+def test_a_test_only_base_names_its_build_flags_and_they_become_build_options(project):
+    from forktool.options import BuildOptions
+    from forktool.project import Project
+
+    cpu = Project(project.root, "requirements/cpu-base.txt")
+    assert project.pin.build_flags == ()  # the real pin builds with none
+    assert cpu.pin.build_flags[0] == "--allow-absent"
+    options = BuildOptions.from_flags(cpu.pin.build_flags, cpu.pin_file, recompress=True)
+    assert options.allow_absent and options.recompress and options.label is None
+    assert options.skip == {"edits/vllm/models/glm5next/common/mtp.py.toml:topk-buffer-only-with-indexer"}
+    assert options.skip <= {f"{e.spec_file}:{e.id}" for e in project.edits()}
+    with pytest.raises(ForkError, match=r"cpu-base.txt: unknown build flag\(s\) \['--allow-all'\]"):
+        BuildOptions.from_flags(("--allow-all",), cpu.pin_file)

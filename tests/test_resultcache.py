@@ -91,16 +91,18 @@ def test_format_reuses_a_file_formatted_before_and_formats_only_the_new_one(cach
 
 def test_the_contract_table_is_classified_once_per_fork_and_upstream(cache, monkeypatch):
     from forktool import contract_table
+    from forktool.assembly import Assembly
+    from forktool.sourcetree import SourceTree
 
-    read = {"vllm/model.py": SOURCE}.__getitem__
+    upstream = SourceTree({TARGET: SOURCE}.__getitem__, {TARGET})
+    fork = Assembly(upstream, {TARGET: SOURCE}, [], {"vllm/_fork/x.py": b"y = 1\n"})
     calls = []
     monkeypatch.setattr(contract_table, "render_contract",
                         lambda tree, base, results=None: calls.append(base) or b"table")
-    args = ({TARGET: SOURCE}, {"vllm/_fork/x.py": b"y = 1\n"}, read, {TARGET})
-    upstream = {"sha256": "0" * 64}
-    assert contract_table.contract_module(*args, upstream, "vllm 1.0+fork") == b"table"
-    assert contract_table.contract_module(*args, upstream, "vllm 1.0+fork") == b"table"
+    assert contract_table.contract_module(fork, "0" * 64, "vllm 1.0+fork") == b"table"
+    assert contract_table.contract_module(fork, "0" * 64, "vllm 1.0+fork") == b"table"
     assert calls == ["vllm 1.0+fork"]
-    contract_table.contract_module(*args, {"sha256": "1" * 64}, "vllm 1.0+fork")  # another upstream artifact
-    contract_table.contract_module({TARGET: SOURCE + "\n"}, *args[1:], upstream, "vllm 1.0+fork")  # another fork
+    contract_table.contract_module(fork, "1" * 64, "vllm 1.0+fork")  # another upstream artifact
+    other = Assembly(upstream, {TARGET: SOURCE + "\n"}, [], fork.overlay)
+    contract_table.contract_module(other, "0" * 64, "vllm 1.0+fork")  # another fork
     assert len(calls) == 3

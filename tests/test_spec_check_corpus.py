@@ -42,6 +42,7 @@ def test_corpus_verdict(results, name):
     code, out, err, _ = results[name]
     assert code == case["code"], f"{name} ({case['why']}): exit {code}\n{out}\n{err[-2000:]}"
     report = json.loads(out)
+    assert report["verdict"] == case.get("verdict", report["verdict"]), f"{name}: {report['verdict']}"
     statuses = {check["check"]: check["status"] for check in report["checks"]}
     for check, status in case["statuses"].items():
         assert statuses.get(check) == status, f"{name}: {check} is {statuses.get(check)}: {report['checks']}"

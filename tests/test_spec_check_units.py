@@ -7,7 +7,7 @@ import json
 import pytest
 
 from vllm._fork.spec_check import checks, tables
-from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, BadInput
+from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, WARN, BadInput
 from vllm._fork.spec_check.gpus import GPUS
 from vllm._fork.spec_check.inputs import config_folder, speculative_dict
 
@@ -41,7 +41,7 @@ def test_platform_classes_follow_the_gpu_vendor():
     ((0, 4, 8), PASS),   # 8 == depth: the output of the last layer is recorded
     ((2, 9), FAIL),      # past the depth: never recorded
     ((-1, 3), FAIL),
-    (None, INFO),        # the model's own default
+    (None, WARN),        # the model's own default: starts, and a head trained elsewhere rejects its drafts
 ])
 def test_aux_layer_ids_against_the_target_depth(layer_ids, status):
     [layers, hidden] = checks.aux_layers(layer_ids, 8, 256, 256)

@@ -1,7 +1,7 @@
 """KV-cache capacity of GLM-5.3-Flash at TP8, target-only vs + DFlash2, as vLLM 0.33.0 plans it.
 
 Runs vLLM's own planner on a CPU (stand-in SM90 platform, see README.md), one subprocess per
-scenario, and prints the plan next to the physical bound. From the repo root:
+GPU x KV dtype, and prints stock and fork plans side by side, next to the physical bound. From the repo root:
     python benchmarks/glm5_kv/kv_capacity.py [--gpu H100 H200] [--kv auto fp8] [--prefix-caching on off] [--jobs 2]
 """
 
@@ -30,15 +30,9 @@ LENGTHS = (8192, 131072)
 KV_NAME = {"auto": "bf16", "fp8": "fp8"}
 
 
-def run_scenario(work: Path, gpu: str, kv: str, draft: bool, planner: str, prefix_caching: bool = True) -> dict:
-    """Run scenario.py in a fresh interpreter (stubs must not leak between scenarios)."""
-    tag = f"{'draft' if draft else 'nodraft'}_{planner}_{'pc' if prefix_caching else 'nopc'}"
-    return run_scenarios(work, gpu, kv, {tag: (draft, planner, prefix_caching)})[tag]
-
-
 def run_scenarios(work: Path, gpu: str, kv: str, runs: dict[str, tuple]) -> dict[str, dict]:
-    """Several scenarios of one GPU and KV dtype (name -> run_scenario's draft, planner[, prefix_caching]) in
-    one fresh interpreter: vLLM is imported once for all of them."""
+    """Several scenarios of one GPU and KV dtype (name -> draft, planner[, prefix_caching]) in one fresh
+    interpreter (the stubs never leak between GPUs): vLLM is imported once for all of them."""
     stem = work / f"{gpu}_{kv}_{'+'.join(runs)}"  # its own files: kv_capacity runs several batches at once
     batch, outs = [], {}
     for name, (draft, planner, *rest) in runs.items():
@@ -61,9 +55,8 @@ def run_scenarios(work: Path, gpu: str, kv: str, runs: dict[str, tuple]) -> dict
 
 def scenario_label(res: dict) -> str:
     cache = "" if res.get("prefix_caching", True) else ", no prefix caching"
-    if not res["draft"]:
-        return "target only" + cache
-    return "target + DFlash2, " + ("fork" if res["planner"] == "fork" else "stock 0.33.0") + cache
+    planner = "fork" if res["planner"] == "fork" else "stock 0.33.0"
+    return ("target + DFlash2, " if res["draft"] else "target only, ") + planner + cache
 
 
 def row(res: dict, text: dict, draft_cfg: dict) -> tuple[list[str], list[str]]:
@@ -73,8 +66,8 @@ def row(res: dict, text: dict, draft_cfg: dict) -> tuple[list[str], list[str]]:
         return head + ["FAILED: " + res["error"].splitlines()[0][:90]], []
     b = Bound(text, draft_cfg, res["kv"], res["draft"])
     conc = {int(k): v for k, v in res["concurrency"].items()}
-    # Whole blocks per request, vLLM's formula: pool / concurrency = blocks x block stride.
-    planned = {n: round(res["num_blocks"] / conc[n]) * res["block_stride"] for n in LENGTHS}
+    # vLLM's formula: pool / concurrency = shared blocks per request (a carved group's slots count 1/k each).
+    planned = {n: res["num_blocks"] / conc[n] * res["block_stride"] for n in LENGTHS}
     ratio = b.request_bytes(8192) / planned[8192]
     cells = head + [
         str(res["block_size"]),
@@ -109,27 +102,35 @@ def print_table(results: list[dict], text: dict, draft_cfg: dict) -> None:
 
 
 def print_breakdown(results: list[dict]) -> None:
-    """Where one 8k request's blocks go: per KV group, blocks x the pool's block stride vs the bytes it needs."""
-    print("\nOne 8,192-token request, per KV group (each block costs the pool's block stride, whatever its page):")
-    print("| GPU | KV | scenario | group | layers | blocks | MiB taken | MiB the group's pages need |")
-    print("|---|---|---|---|---|---|---|---|")
+    """Where one 8k request's blocks go: per KV group, blocks x its block stride vs the bytes it needs."""
+    print("\nOne 8,192-token request, per KV group (a block costs the group's block stride: the shared stride, or "
+          "1/k of it in a carved pool):")
+    print("| GPU | KV | scenario | group | layers | stride MiB (k) | page full | blocks | MiB taken | MiB needed |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for res in (r for r in results if r.get("ok")):
         scenario = scenario_label(res)
         for index, group in enumerate(res["groups_8k"]):
-            print(f"| {res['gpu']} | {'fp8' if res['kv'] == 'fp8' else 'bf16'} | {scenario} | {index}: "
-                  f"{group_label(group)} | {group['layers']} | {group['blocks']} | "
-                  f"{group['blocks'] * res['block_stride'] / MIB:.1f} | {group['needed_bytes'] / MIB:.1f} |")
+            k = round(res["block_stride"] / group["stride"])
+            print(f"| {res['gpu']} | {KV_NAME[res['kv']]} | {scenario} | {index}: {group_label(group)} | "
+                  f"{group['layers']} | {group['stride'] / MIB:.2f} ({k}) | {page_fill(group):.1f}% | "
+                  f"{group['blocks']} | {group['blocks'] * group['stride'] / MIB:.1f} | "
+                  f"{group['needed_bytes'] / MIB:.1f} |")
+
+
+def page_fill(group: dict) -> float:
+    return 100 * group["page_bytes"] / group["stride"]
 
 
 def print_gain(results: list[dict]) -> None:
-    """Stock vs fork with the drafter, per GPU x KV dtype: the before/after of the fork's planning change."""
+    """Stock vs fork side by side, per GPU x KV dtype x drafter: the before/after of the fork's planning."""
     pairs: dict[tuple, dict] = {}
-    for res in (r for r in results if r.get("ok") and r["draft"]):
-        pairs.setdefault((res["gpu"], res["kv"], res["prefix_caching"]), {})[res["planner"]] = res
-    print("\nTarget + DFlash2, stock 0.33.0 -> fork (the fork packs only without prefix caching):")
-    print("| GPU | KV | prefix caching | conc @8k | conc @128k | max KV tokens | draft blocks per 8k request |")
-    print("|---|---|---|---|---|---|---|")
-    for (gpu, kv, prefix_caching), both in pairs.items():
+    for res in (r for r in results if r.get("ok")):
+        pairs.setdefault((res["gpu"], res["kv"], res["prefix_caching"], res["draft"]), {})[res["planner"]] = res
+    print("\nStock 0.33.0 -> fork (pools per page size; draft packing only without prefix caching):")
+    print("| GPU | KV | prefix caching | model | conc @8k | conc @128k | max KV tokens | least full page | "
+          "hits aligned to | draft blocks per 8k request |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for (gpu, kv, prefix_caching, draft), both in pairs.items():
         if set(both) != {"stock", "fork"}:
             continue
         stock, fork = both["stock"], both["fork"]
@@ -138,8 +139,15 @@ def print_gain(results: list[dict]) -> None:
             before, after = stock["concurrency"][length], fork["concurrency"][length]
             cells.append(f"{before:.1f} -> {after:.1f} ({100 * (after / before - 1):+.1f} %)")
         cells.append(f"{stock['kv_cache_size_tokens']:,} -> {fork['kv_cache_size_tokens']:,}")
-        cells.append(f"{draft_blocks(stock)} -> {draft_blocks(fork)}")
-        print(f"| {gpu} | {KV_NAME[kv]} | {'on' if prefix_caching else 'off'} | " + " | ".join(cells) + " |")
+        cells.append(f"{least_fill(stock):.1f}% -> {least_fill(fork):.1f}%")
+        cells.append(f"{stock['hit_alignment']} -> {fork['hit_alignment']} tokens" if prefix_caching else "no hits")
+        cells.append(f"{draft_blocks(stock)} -> {draft_blocks(fork)}" if draft else "-")
+        print(f"| {gpu} | {KV_NAME[kv]} | {'on' if prefix_caching else 'off'} | "
+              f"{'target + DFlash2' if draft else 'target only'} | " + " | ".join(cells) + " |")
+
+
+def least_fill(res: dict) -> float:
+    return min(page_fill(group) for group in res["groups_8k"])
 
 
 def draft_blocks(res: dict) -> int:
@@ -152,8 +160,8 @@ def group_label(group: dict) -> str:
 
 
 HEADER = """\
-Planner: vLLM's own KV planning. 'stock 0.33.0' rows take the fork's one planning change (draft
-group packing, only without prefix caching) back out; 'target only' is the same either way.
+Planner: vLLM's own KV planning. 'stock 0.33.0' rows switch the fork's planning changes off
+(VLLM_FORK_DISABLE_KV_PACKING=1: no pools per page size, no draft packing), 'fork' rows keep them.
 Available KV memory = 0.9 x GPU memory - 306 GiB/8 target weights - drafter weights;
 activations, CUDA graphs and non-torch memory are NOT subtracted (real pools are smaller).
 Bound = target KV for every token + KDA/tail states + drafter KV for its 2048-token
@@ -178,11 +186,14 @@ def main() -> None:
         work.mkdir(parents=True, exist_ok=True)
         text, draft_cfg = model_configs.write(work / "models")
         sm90_stub.build_libcuda_stub(work)
-        combos = [(g, k, draft, planner, cache == "on")
-                  for g, k, cache in itertools.product(args.gpu, args.kv, args.prefix_caching)
-                  for draft, planner in ((False, "fork"), (True, "stock"), (True, "fork"))]
+        # One interpreter per GPU x KV dtype plans its 8 scenarios (vLLM is imported once per batch).
+        batches = [(gpu, kv, {f"{'draft' if d else 'nodraft'}_{p}_{c}": (d, p, c == "on")
+                              for c in args.prefix_caching for d, p in itertools.product((False, True),
+                                                                                        ("stock", "fork"))})
+                   for gpu, kv in itertools.product(args.gpu, args.kv)]
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            results = list(pool.map(lambda c: run_scenario(work, *c), combos))
+            results = [res for batch in pool.map(lambda b: run_scenarios(work, *b), batches)
+                       for res in batch.values()]
     elapsed = time.monotonic() - start
 
     version = next((r["vllm"] for r in results if r.get("vllm")), "?")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
@@ -104,8 +106,9 @@ def collect_specs(platform, vc) -> dict:
     return get_kv_cache_spec(vc)
 
 
-def plan(vc, specs: dict, available_bytes: int) -> dict:
-    """EngineCore's own KV-cache initialisation (through spec-check's planner), then the capacity numbers."""
+def plan(vc, specs: dict, available_bytes: int, save: Path | None = None) -> dict:
+    """EngineCore's own KV-cache initialisation (through spec-check's planner), then the capacity numbers; `save`
+    gets the scheduler's KV config, a worker config of 8 blocks and the KV manager's arguments (a pickle)."""
     from vllm._fork.spec_check.kv_plan import plan_kv_caches
     from vllm.v1.core.kv_cache_utils import get_max_concurrency_for_kv_cache_config
 
@@ -113,6 +116,7 @@ def plan(vc, specs: dict, available_bytes: int) -> dict:
     layout = vc.cache_config.get_resolved_kv_cache_layout()
     pool_bytes = max(t.size for t in worker.kv_cache_tensors)  # groups alias one pool
     out = {"layout": layout.name, "num_blocks": sched.num_blocks,
+           "hit_alignment": sched.cache_hit_alignment_tokens, "slots_per_block": getattr(worker, "slots_per_block", None),
            "block_size": vc.cache_config.block_size, "pool_bytes": pool_bytes,
            "block_stride": pool_bytes // sched.num_blocks,
            "n_groups": len(worker.kv_cache_groups),
@@ -126,22 +130,51 @@ def plan(vc, specs: dict, available_bytes: int) -> dict:
     vc.model_config.max_model_len = 8192
     out["groups_8k"] = group_breakdown(vc, worker)
     vc.model_config.max_model_len = full_len
+    if save is not None:
+        save.write_bytes(pickle.dumps({"scheduler": sched, "worker_8_blocks": small_worker(vc, worker),
+                                       "manager_args": manager_args(vc, sched), "layout": layout.name}))
     return out
 
 
+def small_worker(vc, worker):
+    """The worker's KV config re-planned for 8 shared blocks, as the engine plans it (views fit in host RAM)."""
+    from vllm._fork.kv_pools_plan import carve_kv_cache_configs
+    from vllm.v1.core.kv_cache_config_builder import get_kv_cache_config_builder
+
+    config = get_kv_cache_config_builder(vc).get_kv_cache_config_from_groups(vc, worker.kv_cache_groups, 8)
+    return carve_kv_cache_configs(vc, [config])[0]
+
+
+def manager_args(vc, sched) -> dict:
+    """What the scheduler hands its KVCacheManager for this config (vllm/v1/core/sched/scheduler.py)."""
+    from vllm.v1.core.kv_cache_utils import resolve_kv_cache_block_sizes
+
+    scheduler_block_size, hash_block_size = resolve_kv_cache_block_sizes(sched, vc)
+    spec = vc.speculative_config
+    return {"max_model_len": vc.model_config.max_model_len, "max_in_flight_tokens": vc.max_in_flight_tokens,
+            "enable_caching": vc.cache_config.enable_prefix_caching,
+            "use_eagle": bool(spec and spec.use_eagle_block_drop()) and not vc.num_hash_lookahead_tokens,
+            "num_hash_lookahead_tokens": vc.num_hash_lookahead_tokens,
+            "num_prefill_lookahead": vc.num_prefill_lookahead_tokens,
+            "scheduler_block_size": scheduler_block_size, "hash_block_size": hash_block_size,
+            "num_lookahead_tokens": vc.num_lookahead_tokens, "num_speculative_tokens": vc.num_speculative_tokens}
+
+
 def group_breakdown(vc, worker) -> list[dict]:
-    """Per KV group at the current max_model_len: its kind, layers, whole blocks per request and the bytes
-    those blocks hold vs the bytes its layers need (the terms get_max_concurrency_for_kv_cache_config sums)."""
+    """Per KV group at the current max_model_len: its kind, layers, whole blocks per request, the block stride its
+    views use (the shared stride, or a slot of it in a carved pool) and the bytes those blocks hold vs the bytes
+    its layers need (the terms get_max_concurrency_for_kv_cache_config sums)."""
     from vllm.utils.math_utils import cdiv
 
     rows = []
     for group in worker.kv_cache_groups:
+        stride = max(t.block_stride for t in worker.kv_cache_tensors if set(t.layers) & set(group.layer_names))
         spec = group.kv_cache_spec
         need = spec.max_memory_usage_bytes(vc)
         members = getattr(spec, "kv_cache_specs", None)  # the worker groups aggregate per-layer specs
         first = next(iter(members.values())) if members else spec
         kind = type(first).__name__ + (" (draft)" if getattr(first, "is_draft", False) else "")
         rows.append({"kind": kind, "layers": len(group.layer_names), "blocks": cdiv(need, spec.page_size_bytes),
-                     "block_size": spec.block_size,
+                     "block_size": spec.block_size, "stride": stride,
                      "needed_bytes": need, "page_bytes": spec.page_size_bytes})
     return rows

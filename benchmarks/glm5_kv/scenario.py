@@ -43,13 +43,13 @@ def spec_bytes(specs: dict) -> dict:
 
 
 def use_planner(which: str) -> None:
-    """'stock': take the fork's one KV-planning change (draft group packing) out of this process again."""
+    """'stock': switch the fork's KV-planning changes (pools per page size, draft packing) off in this process."""
     import vllm.v1.core.kv_cache_planning as planning
 
-    hooked = hasattr(planning, "pack_draft_groups")
+    hooked = hasattr(planning, "plan_pool_groups")
     if which == "fork" and not hooked:
         raise RuntimeError("--planner fork needs the fork wheel (vllm.v1.core.kv_cache_planning has no "
-                           "pack_draft_groups); install it, or pass --planner stock")
+                           "plan_pool_groups); install it, or pass --planner stock")
     if hooked:
         from vllm._fork.kv_pages import DISABLE_ENV
 
@@ -87,7 +87,7 @@ def run(args, platform) -> dict:
     total = sm90_stub.GPUS[args.gpu][1]
     available = int(GPU_MEMORY_UTILIZATION * total - TARGET_WEIGHTS_PER_RANK - draft_bytes)
     res.update(draft_param_bytes=draft_bytes, available_bytes=available)
-    res.update(planner.plan(vc, specs, available))
+    res.update(planner.plan(vc, specs, available, save=Path(args.out).with_suffix(".configs.pkl")))
     res["ok"] = True
     return res
 
@@ -115,7 +115,7 @@ def main() -> None:
                     help="plan as `vllm serve --no-enable-prefix-caching` (KDA states leave align mode)")
     ap.add_argument("--draft", action="store_true")
     ap.add_argument("--planner", choices=["fork", "stock"], default="fork",
-                    help="stock: plan as vLLM 0.33.0 does, without the fork's draft page packing")
+                    help="stock: plan as vLLM 0.33.0 does (VLLM_FORK_DISABLE_KV_PACKING=1)")
     ap.add_argument("--models", required=True, help="folder written by model_configs.write")
     ap.add_argument("--libcuda", required=True, help="path to the built libcuda.so.1 stub")
     ap.add_argument("--out", help="where the result goes (each batch entry names its own)")

@@ -13,10 +13,10 @@ from forktool.audit.registry import (
     TRANSFORMERS_TABLES,
     read_registry,
 )
-from forktool.audit.symbols import SourceTree
 from forktool.audit.uncaptured import NOT_CAPTURED, STUB_REASON, is_stub
 from forktool.audit.unsupported import unsupported_reason
 from forktool.errors import ForkError
+from forktool.sourcetree import SourceTree
 from forktool.vocabulary import AuditStatus
 
 WORKS, FIXED = AuditStatus.WORKS, AuditStatus.FIXED

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from forktool.audit.symbols import ClassRef, SourceTree
+from forktool.sourcetree import ClassRef, SourceTree
 
 INTERFACES = "vllm.model_executor.models.interfaces"
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
+from forktool import contract_table
+from forktool.assembly import assemble
 from forktool.audit import oracle
 from forktool.audit.classify import BROKEN, against_baseline, classify, is_generation
 from forktool.audit.report import as_json, as_table
-from forktool.audit.symbols import SourceTree
-from forktool import contract_table
-from forktool.contract_table import fork_source_tree
 from forktool.errors import ForkError
 from forktool.fetch import fetch
-from forktool.project import Project, assemble
+from forktool.project import Project
+from forktool.sourcetree import SourceTree
 from forktool.vocabulary import Exit
 
 
@@ -28,16 +28,16 @@ def _folder_tree(folder: Path) -> SourceTree:
 
 def upstream_tree(wheel: zipfile.ZipFile) -> SourceTree:
     """The pinned wheel's sources as released."""
-    return SourceTree(lambda path: wheel.read(path).decode("utf-8"), set(wheel.namelist()))
+    return SourceTree.from_zip(wheel)
 
 
 def fork_and_upstream(project: Project, wheel: zipfile.ZipFile, fork=None) -> tuple[SourceTree, SourceTree]:
     """The pinned wheel's sources with the fork's edits and overlay (`fork` if already assembled) and as released."""
     upstream = upstream_tree(wheel)
     if fork is None:
-        fork = assemble(project, upstream.read, upstream.paths)
-    fork.require_buildable(upstream.paths, "the pinned wheel")
-    return fork_source_tree(fork.changed, fork.overlay, upstream.read, upstream.paths), upstream
+        fork = assemble(project, upstream)
+    fork.require_buildable("the pinned wheel")
+    return fork.tree(), upstream
 
 
 def run_audit(project: Project, tree: str, as_machine: bool, verbose: bool) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from forktool.audit.symbols import ClassRef
+from forktool.sourcetree import ClassRef
 
 LOOPED = ("the same layers run several times per token (weight-tied recurrence), so a layer index names several "
           "states and neither the protocol's layer numbering nor a draft's aux layer ids pick one; no published "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from forktool.audit.symbols import SourceTree
+from forktool.sourcetree import SourceTree
 
 # Mamba-1's mixer (vLLM 0.33.0 mamba_mixer.py) keeps one SSM and conv state per request: its state shape has no
 # draft-token slots (MambaStateShapeCalculator.mamba1_state_shape takes no num_spec, unlike Mamba-2 and GDN) and

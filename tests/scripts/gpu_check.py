@@ -1,54 +1,43 @@
 """`make gpu-check`: the fork's GPU acceptance run on one H100/H200 (TP1), every scenario of gpu_scenarios.py.
 
-Usage: python gpu_check.py [--only NAME ...] [--out DIR]
-Per scenario: the target without speculation (greedy, top-2 logprobs; shared by scenarios with the same target,
-KV dtype and prompts), then with the speculative config, each engine in its own process (gpu_engine.py) that exits
-before the next starts. Packed scenarios run a third engine with VLLM_FORK_DISABLE_KV_PACKING=1 (A/B on the same
-build). Writes DIR/report.json and DIR/table.txt, prints the table. Exit 0 all passed, 1 a scenario failed,
-2 bad input, 3 internal error. Never run here: this project has no GPU (see README, "GPU acceptance").
+Usage: python gpu_check.py [--only NAME ...] [--out DIR] [--parallel N]
+Engines (gpu_engine.py, one process each, up to N at once, sharing compile and JIT caches): per random-weights
+scenario the target without speculation (greedy, top-5 logprobs, fp32 lm_head; shared by scenarios with the same
+target, KV dtype and prompts), the speculative engine, and for packed scenarios the same with
+VLLM_FORK_DISABLE_KV_PACKING=1. Per constructed scenario the speculative engine (the prefix scenario with prefix
+caching off and on). DIR/report.json and DIR/table.txt are rewritten after every scenario; a scenario's failure
+keeps its traceback and the versions. Exit 0 all passed, 1 a scenario failed, 2 bad input, 3 internal error.
+Never run here: this project has no GPU (docs/gpu-check.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import gpu_constructed  # noqa: E402
+import gpu_pool  # noqa: E402
 import gpu_scenarios  # noqa: E402
-from gpu_verdicts import greedy_verdict, packing_verdict  # noqa: E402
+import gpu_verdicts as v  # noqa: E402
 
 from vllm._fork.kv_pages import DISABLE_ENV  # noqa: E402
 from vllm._fork.vocabulary import Exit  # noqa: E402
 
-ENGINE_TIMEOUT = 600
+BUDGET_SECONDS = 600
 BACKEND_LINE = re.compile(r"Using (\S+) attention backend")
-
-
-def engine(request: dict, log: Path, env: dict | None = None) -> dict:
-    """One engine process; its result, or {"error": ...} with the log's tail."""
-    with tempfile.TemporaryDirectory() as scratch:
-        req, out = Path(scratch) / "request.json", Path(scratch) / "out.json"
-        req.write_text(json.dumps(request))
-        with log.open("w") as sink:
-            try:
-                code = subprocess.run([sys.executable, str(HERE / "gpu_engine.py"), str(req), str(out)], stdout=sink,
-                                      stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
-                                      timeout=ENGINE_TIMEOUT).returncode
-            except subprocess.TimeoutExpired:  # the child is killed; a hung engine is this scenario's failure
-                code = f"timeout after {ENGINE_TIMEOUT} s"
-        text = log.read_text(errors="replace")
-        result = json.loads(out.read_text()) if code == 0 and out.exists() else {
-            "error": f"engine exited {code}: " + " | ".join(text.strip().splitlines()[-3:])}
-    result["backends"] = sorted(set(BACKEND_LINE.findall(text)))
-    return result
+OFF = {DISABLE_ENV: "1"}
+# Constructed prompts: 8 requests, several draft blocks each. The prefix scenario sends a 512-token prefix first,
+# then 7 prompts extending it (hits align to the scheduler block and EAGLE drops one: several blocks are needed).
+CONSTRUCTED_LENGTHS = [200, 240, 280, 320, 360, 400, 440, 480]
+PREFIX, SUFFIXES = 512, [16, 40, 64, 88, 112, 136, 160]
 
 
 def base_key(scenario) -> tuple:
@@ -57,54 +46,99 @@ def base_key(scenario) -> tuple:
     return target, scenario.engine.get("kv_cache_dtype", "auto"), "long" if scenario.packed else "short"
 
 
-def check(scenario, work: Path, logs: Path, bases: dict) -> dict:
+def jobs_for(scenario, work: Path, logs: Path, shared: dict) -> dict:
+    """The engines a scenario needs, by role; base runs come from (and go into) `shared`."""
     spec_engine = gpu_scenarios.engine_kwargs(scenario, work)
+    job = lambda role, request: gpu_pool.Job(f"{scenario.name}-{role}", request, logs / f"{scenario.name}-{role}.log")  # noqa: E731
+    if scenario.constructed:
+        if scenario.prefix_ab:  # the prefix finished before the prompts extending it are sent
+            first, *rest = gpu_constructed.siblings(PREFIX, SUFFIXES)
+            request = {"engine": spec_engine, "prompts": [first], "then": rest}
+            on = dict(request, engine=dict(spec_engine, enable_prefix_caching=True))
+            return {"spec": job("prefix-off", request), "prefix_on": job("prefix-on", on)}
+        return {"spec": job("spec", {"engine": spec_engine, "prompts": gpu_constructed.prompts(CONSTRUCTED_LENGTHS)})}
     key = base_key(scenario)
-    if key not in bases:
+    if key not in shared:
         plain = dict(spec_engine, speculative_config=None, model=str(work / key[0]))
-        bases[key] = engine({"engine": plain, "prompts": key[2], "logprobs": True}, logs / f"base-{'-'.join(key)}.log")
-    base = bases[key]
-    spec = engine({"engine": spec_engine, "prompts": key[2]}, logs / f"{scenario.name}.log")
-    row = {"base": base, "spec": spec, "problems": []}
-    for run in (base, spec):
-        if "error" in run:
-            row["problems"].append(run["error"])
-    if not row["problems"]:
-        row["greedy"] = greedy_verdict(base["tokens"], base["top2"], spec["tokens"])
-        row["problems"] += row["greedy"]["problems"]
-        if scenario.target.startswith("glm5") and "FLASHINFER_MLA_SPARSE_SM90" not in spec["backends"]:
-            row["problems"].append(f"sparse MLA backend {spec['backends']}, not FLASHINFER_MLA_SPARSE_SM90")
-    if scenario.packed and not row["problems"]:
-        off = engine({"engine": spec_engine, "prompts": key[2]}, logs / f"{scenario.name}-packing-off.log",
-                     {DISABLE_ENV: "1"})
-        row["packing_off"] = off
-        row["problems"] += [off["error"]] if "error" in off else (
-            packing_verdict(spec, off) + greedy_verdict(base["tokens"], base["top2"], off["tokens"])["problems"])
-    row["ok"] = not row["problems"]
-    return row
+        shared[key] = gpu_pool.Job(f"base-{'-'.join(key)}", {"engine": plain, "prompts": key[2], "logprobs": True,
+                                                             "sharpen": True}, logs / f"base-{'-'.join(key)}.log")
+    roles = {"base": shared[key], "spec": job("spec", {"engine": spec_engine, "prompts": key[2], "sharpen": True})}
+    if scenario.packed:
+        roles["packing_off"] = job("packing-off", {"engine": spec_engine, "prompts": key[2], "sharpen": True,
+                                                   "env": OFF})
+    return roles
+
+
+def verdict(scenario, runs: dict) -> list[str]:
+    """Every rule that applies to the scenario, on the engines' results."""
+    failed = [f"{role}: {r.get('error')}" for role, r in runs.items() if not r.get("ok")]
+    if failed:
+        return failed
+    k = scenario.speculative["num_speculative_tokens"]
+    spec_runs = {role: r for role, r in runs.items() if role != "base"}
+    problems = []
+    for role, run in spec_runs.items():
+        problems += [f"{role}: {p}" for p in v.speculation_problems(run, scenario.speculator, k, scenario.constructed)]
+        if scenario.constructed:
+            problems += [f"{role}: {p}" for p in v.constructed_problems(run, gpu_constructed.continuation)]
+        else:
+            problems += [f"{role}: {p}" for p in v.greedy_verdict(runs["base"]["tokens"], runs["base"]["topk"],
+                                                                  run["tokens"])["problems"]]
+            if run["sharpened"]["checksum"] != runs["base"]["sharpened"]["checksum"]:
+                problems.append(f"{role}: its lm_head differs from the base run's")
+    if not scenario.constructed:
+        problems += v.sharpness_problems(runs["base"])
+    if scenario.target.startswith("glm5"):
+        backends = set(BACKEND_LINE.findall(runs["spec"].get("log_text", "")))
+        if "FLASHINFER_MLA_SPARSE_SM90" not in backends:
+            problems.append(f"sparse MLA backend {sorted(backends)}, not FLASHINFER_MLA_SPARSE_SM90")
+    if scenario.packed:
+        problems += v.packing_verdict(runs["spec"], runs["packing_off"])
+    if scenario.prefix_ab:
+        problems += v.prefix_cache_problems(runs["prefix_on"], runs["spec"])
+    return problems
+
+
+def row(scenario, runs: dict, problems: list[str]) -> dict:
+    slim = {role: {k: x for k, x in r.items() if k not in ("log_text", "topk")} for role, r in runs.items()}
+    out = {"ok": not problems, "problems": problems, "runs": slim}
+    if "base" in runs and runs["base"].get("ok") and runs["spec"].get("ok"):
+        out["greedy"] = v.greedy_verdict(runs["base"]["tokens"], runs["base"]["topk"], runs["spec"]["tokens"])
+    return out
 
 
 def table(report: dict) -> str:
-    head = ("scenario", "verdict", "tokens compared", "accept len", "base tok/s", "spec tok/s", "draft block",
-            "packing off: accept len")
+    head = ("scenario", "verdict", "speculator", "drafts", "accepted/draft", "compared", "draft block",
+            "packing off: accepted/draft", "prefix on: accepted/draft")
     rows = [head]
-    for name, row in report.items():
-        spec, greedy = row.get("spec", {}), row.get("greedy", {})
+    per = lambda r: f"{r['accepted'] / r['drafts']:.2f}" if r.get("drafts") else "-"  # noqa: E731
+    for name, entry in report.items():
+        runs = entry.get("runs", {})
+        spec, greedy = runs.get("spec", {}), entry.get("greedy", {})
         draft = [g["block_size"] for g in spec.get("kv_groups", []) if g["draft"]]
-        rows.append((name, "ok" if row["ok"] else "FAILED: " + row["problems"][0][:80],
-                     f"{greedy.get('compared', '-')}/{greedy.get('total', '-')}",
-                     str(spec.get("mean_acceptance_length", "-")),
-                     str(row.get("base", {}).get("tokens_per_second", "-")),
-                     str(spec.get("tokens_per_second", "-")), str(draft or "-"),
-                     str(row.get("packing_off", {}).get("mean_acceptance_length", "-"))))
+        rows.append((name, "ok" if entry["ok"] else "FAILED: " + entry["problems"][0][:70],
+                     str(spec.get("speculator", "-")), str(spec.get("drafts", "-")), per(spec),
+                     f"{greedy.get('compared', '-')}/{greedy.get('total', '-')}", str(draft or "-"),
+                     per(runs.get("packing_off", {})), per(runs.get("prefix_on", {}))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)) for r in rows)
+
+
+def write(out: Path, report: dict, budget: list, started: float) -> str:
+    wall = round(time.time() - started, 1)
+    (out / "report.json").write_text(json.dumps({"wall_seconds": wall, "budget_seconds": BUDGET_SECONDS,
+                                                 "engines": budget, "scenarios": report}, indent=1, default=str))
+    text = table(report) + f"\n{sum(r['ok'] for r in report.values())}/{len(report)} scenarios ok, {wall} s of " \
+                           f"the {BUDGET_SECONDS} s budget\n"
+    (out / "table.txt").write_text(text)
+    return text
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", action="append", default=[], help="scenario name (repeatable)")
     ap.add_argument("--out", type=Path, default=Path("build/gpu-check"))
+    ap.add_argument("--parallel", type=int, default=gpu_scenarios.PARALLEL, help="engines at once on the GPU")
     args = ap.parse_args(argv)
     unknown = [n for n in args.only if n not in {s.name for s in gpu_scenarios.SCENARIOS}]
     if unknown:
@@ -112,18 +146,35 @@ def main(argv: list[str]) -> int:
               f"{', '.join(s.name for s in gpu_scenarios.SCENARIOS)}", file=sys.stderr)
         return Exit.BAD_INPUT
     chosen = [s for s in gpu_scenarios.SCENARIOS if not args.only or s.name in args.only]
-    logs = args.out / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    started, report, bases = time.time(), {}, {}
+    args.out.mkdir(parents=True, exist_ok=True)
+    started, report, budget = time.time(), {}, []
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
-        work = gpu_scenarios.write(Path(scratch))
-        for scenario in chosen:
-            report[scenario.name] = check(scenario, work, logs, bases)
-            print(f"scenario {scenario.name}: {'ok' if report[scenario.name]['ok'] else 'FAILED'}", flush=True)
-    wall = round(time.time() - started, 1)
-    (args.out / "report.json").write_text(json.dumps({"wall_seconds": wall, "scenarios": report}, indent=1))
-    text = table(report) + f"\n{sum(r['ok'] for r in report.values())}/{len(report)} scenarios ok in {wall} s\n"
-    (args.out / "table.txt").write_text(text)
+        work, shared = gpu_scenarios.write(Path(scratch)), {}
+        needs = {s.name: jobs_for(s, work, args.out / "logs", shared) for s in chosen}
+        # Constructed engines first (tiny, the sharpest answer); then the others in scenario order.
+        order = sorted(chosen, key=lambda s: not s.constructed)
+        jobs = list(dict.fromkeys(j for s in order for j in needs[s.name].values()))
+
+        def done(job):
+            r = job.result
+            budget.append({"engine": job.name, "wall": r.get("process_seconds"), "startup": r.get("startup_seconds"),
+                           "generate": r.get("generate_seconds")})
+            print(f"engine {job.name}: {r.get('process_seconds')} s (startup {r.get('startup_seconds')} s, "
+                  f"generate {r.get('generate_seconds')} s){'' if r.get('ok') else ' FAILED'}", flush=True)
+            for s in chosen:
+                roles = needs[s.name]
+                if s.name not in report and all(j.result is not None for j in roles.values()):
+                    runs = {role: j.result for role, j in roles.items()}
+                    try:
+                        report[s.name] = row(s, runs, verdict(s, runs))
+                    except Exception:  # noqa: BLE001 - a verdict that crashes fails its scenario, with the trace
+                        report[s.name] = {"ok": False, "problems": ["verdict crashed"], "runs": {},
+                                          "traceback": traceback.format_exc()}
+                    print(f"scenario {s.name}: {'ok' if report[s.name]['ok'] else 'FAILED'}", flush=True)
+                    write(args.out, report, budget, started)
+
+        gpu_pool.run(jobs, args.parallel, args.out / "cache", done)
+    text = write(args.out, report, budget, started)
     print(text)
     return Exit.OK if all(r["ok"] for r in report.values()) else Exit.FINDINGS
 

@@ -24,18 +24,49 @@ def install_platform(work: Path):
     return platform
 
 
-def init_distributed(vc) -> None:
-    """One TP1 rank (gloo on loopback), once per process: every scenario runs at TP1."""
-    from vllm.config import set_current_vllm_config
-    from vllm.distributed import init_distributed_environment, initialize_model_parallel
+def init_world() -> None:
+    """One rank (gloo on loopback) for the whole process; the model-parallel groups are each scenario's own."""
+    from vllm.distributed import init_distributed_environment
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    init_distributed_environment(world_size=1, rank=0, local_rank=0,
+                                 distributed_init_method=f"tcp://127.0.0.1:{port}", backend="gloo")
+
+
+def model_parallel(vc) -> dict:
+    """The TP1 groups this scenario's engine would build, after tearing down the previous scenario's.
+
+    initialize_model_parallel builds the expert-parallel group only for MoE models, so groups kept from a dense
+    scenario would fail every MoE scenario after it (and an MoE scenario's would leak into dense ones)."""
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed import parallel_state
+
+    parallel_state.destroy_model_parallel()
     with set_current_vllm_config(vc):
-        init_distributed_environment(world_size=1, rank=0, local_rank=0,
-                                     distributed_init_method=f"tcp://127.0.0.1:{port}", backend="gloo")
-        initialize_model_parallel(1, 1)
+        parallel_state.initialize_model_parallel(1, 1)
+    try:
+        parallel_state.get_ep_group()
+    except AssertionError:  # what get_ep_group raises when no expert-parallel group was built
+        return {"moe": vc.model_config.is_moe, "expert_parallel": False}
+    return {"moe": vc.model_config.is_moe, "expert_parallel": True}
+
+
+def load_weights(vc, target, drafter) -> dict:
+    """Every tensor of a real checkpoint through the built models' own load_weights (meta: names and shapes)."""
+    from safetensors.torch import load_file
+    from vllm.config import set_current_vllm_config
+
+    loaded = {}
+    spec = vc.speculative_config
+    with set_current_vllm_config(vc), _on_meta():
+        for side, model, folder in (("target", target, vc.model_config.model),
+                                    ("draft", drafter, spec.draft_model_config.model if spec else None)):
+            if model is not None and folder:
+                tensors = load_file(str(Path(folder) / "model.safetensors"))  # tiny; copied into meta: shapes only
+                loaded[side] = len(model.load_weights(iter(tensors.items())) or tensors)
+    return loaded
 
 
 def _on_meta():
@@ -76,7 +107,7 @@ def _no_device_objects() -> None:
     torch.cuda.current_device = lambda: 0  # what current_platform.current_device() asks for layer buffers
 
 
-def _build_on_meta(vllm_config, model_config=None):
+def _build_on_meta(vllm_config, model_config=None, prefix: str = ""):
     """What the model loader does up to loading weights, on the meta device (no memory, no kernel)."""
     import torch
     from vllm.config import set_current_vllm_config
@@ -86,14 +117,15 @@ def _build_on_meta(vllm_config, model_config=None):
     model_config = model_config or vllm_config.model_config
     with set_current_vllm_config(vllm_config), set_default_torch_dtype(model_config.dtype), torch.device("meta"), \
             _on_meta():
-        return initialize_model(vllm_config=vllm_config, model_config=model_config)
+        return initialize_model(vllm_config=vllm_config, model_config=model_config, prefix=prefix)
 
 
 def _route_draft_loads_to_meta() -> None:
     """The speculators' loaders call get_model; here it builds on meta instead of loading weights."""
     import vllm.model_executor.model_loader as loader
 
-    stand_in = lambda vllm_config, model_config=None, **_: _build_on_meta(vllm_config, model_config)  # noqa: E731
+    stand_in = lambda vllm_config, model_config=None, prefix="", **_: _build_on_meta(  # noqa: E731
+        vllm_config, model_config, prefix)
     loader.get_model = stand_in
     for name, module in list(sys.modules.items()):
         if name.startswith("vllm.v1.worker.gpu.spec_decode") and hasattr(module, "get_model"):

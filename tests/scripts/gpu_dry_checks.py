@@ -12,7 +12,8 @@ from functools import cache
 
 from vllm._fork.kv_pages import DISABLE_ENV
 
-# A planning budget as one H100 (TP1) gives: 0.85 x 80 GiB less a few GiB of weights and activations.
+# A planning budget as one H100 (TP1) gives: 0.85 x 80 GiB less a few GiB of weights and activations. An engine
+# with kv_cache_memory_bytes (every gpu-check engine) plans with that instead, as its worker reports it.
 AVAILABLE_KV_BYTES = 60 << 30
 
 
@@ -110,20 +111,28 @@ def collect_specs(platform, vc) -> dict:
     return get_kv_cache_spec(vc)
 
 
-def plan(vc, specs: dict, packing: bool = True) -> dict:
-    """EngineCore._initialize_kv_caches on a copy of the config's mutable parts; the groups it planned."""
+def plan(vc, specs: dict, packing: bool = True, available: int | None = None, max_len: int | None = None,
+         keep: dict | None = None) -> dict:
+    """EngineCore._initialize_kv_caches on a copy of the config's mutable parts; the groups it planned.
+
+    keep: receives the planned copy of the config and the KVCacheConfig (for the Scheduler and the views)."""
     from vllm.v1.engine.core import EngineCore
 
+    if available is None:
+        available = vc.cache_config.kv_cache_memory_bytes or AVAILABLE_KV_BYTES
     planned = copy.copy(vc)
     for part in ("cache_config", "scheduler_config", "parallel_config", "model_config"):
         object.__setattr__(planned, part, copy.deepcopy(getattr(vc, part)))
+    if max_len:
+        planned.model_config.max_model_len = max_len
     before = os.environ.get(DISABLE_ENV)
     os.environ[DISABLE_ENV] = "0" if packing else "1"
     try:
-        config = EngineCore._initialize_kv_caches(_StandInCore(_StandInExecutor(planned, specs, AVAILABLE_KV_BYTES)),
-                                                  planned)
+        config = EngineCore._initialize_kv_caches(_StandInCore(_StandInExecutor(planned, specs, available)), planned)
     finally:
         os.environ.pop(DISABLE_ENV) if before is None else os.environ.__setitem__(DISABLE_ENV, before)
+    if keep is not None:
+        keep.update(vc=planned, config=config)
     groups = []
     for group in config.kv_cache_groups:
         members = getattr(group.kv_cache_spec, "kv_cache_specs", None) or {n: group.kv_cache_spec
@@ -137,3 +146,40 @@ def plan(vc, specs: dict, packing: bool = True) -> dict:
 
 def draft_blocks(planned: dict) -> list[int]:
     return [g["block_size"] for g in planned["groups"] if g["draft"]]
+
+
+# The views are allocated for real on the CPU: a small pool of the same plan (a short max_model_len fits it).
+VIEW_KV_BYTES, VIEW_MAX_LEN = 96 << 20, 2048
+
+
+def scheduler(planned_vc, config) -> dict:
+    """The Scheduler EngineCore builds for this KV config: its block sizes and KV cache manager."""
+    from vllm.v1.core.kv_cache_utils import resolve_kv_cache_block_sizes
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    block_size, hash_block_size = resolve_kv_cache_block_sizes(config, planned_vc)
+    built = Scheduler(vllm_config=planned_vc, kv_cache_config=config,
+                      structured_output_manager=StructuredOutputManager(planned_vc), block_size=block_size,
+                      hash_block_size=hash_block_size, log_stats=False)
+    manager = built.kv_cache_manager
+    return {"block_size": block_size, "hash_block_size": hash_block_size,
+            "free_blocks": manager.block_pool.get_num_free_blocks(),
+            "coordinator": type(manager.coordinator).__name__}
+
+
+def kv_views(planned_vc, config, specs: dict) -> dict:
+    """The per-layer KV tensors the runner binds, allocated on the CPU from the plan: shape per layer."""
+    import torch
+    from vllm.v1.worker.utils import allocate_kv_cache
+
+    views = allocate_kv_cache(config, torch.device("cpu"), planned_vc.cache_config.get_resolved_kv_cache_layout())
+    missing = sorted(set(specs) - set(views))
+    if missing:
+        raise RuntimeError(f"no KV view for {len(missing)} layers, e.g. {missing[0]}")
+    for name, view in views.items():  # every view must lie inside its backing allocation
+        storage = view.untyped_storage().nbytes()
+        last = view.storage_offset() + sum((n - 1) * s for n, s in zip(view.shape, view.stride())) + 1
+        if last * view.element_size() > storage:
+            raise RuntimeError(f"KV view of {name} reaches past its allocation")
+    return {name: list(view.shape) for name, view in views.items()}

@@ -1,14 +1,17 @@
 """`make gpu-dry-run`: every gpu-check scenario taken up to the first CUDA kernel, on a CPU, in one process.
 
-Usage: python gpu_dry_run.py [--only NAME ...] [--blockers] [--json OUT]
+Usage: python gpu_dry_run.py [--only NAME ...] [--blockers] [--rerun NAME ...] [--json OUT]
 Per scenario, with vLLM's own code on a stand-in SM90 platform (benchmarks/glm5_kv/sm90_stub.py answers device
-queries only): checkpoint folders written (gpu_scenarios.py), EngineArgs -> VllmConfig, the renderer (tokenizer,
-multimodal processor) as LLMEngine builds it, target and drafter built on the meta device through the runner's own
-speculator (init_speculator + load_model, which marks the draft layers), the layers' own forward-time assertions
-evaluated on the built modules, the attention backends the layers picked, and the KV plan from
-EngineCore._initialize_kv_caches, with and without VLLM_FORK_DISABLE_KV_PACKING (the A/B of gpu-check).
+queries only): checkpoint folders written (gpu_scenarios.py), EngineArgs -> VllmConfig, the model-parallel groups
+the scenario's engine builds (torn down and rebuilt per scenario: the order does not matter), the renderer
+(tokenizer, multimodal processor) as LLMEngine builds it, target and drafter built on the meta device through the
+runner's own speculator (init_speculator + load_model, which marks the draft layers), the constructed checkpoints'
+tensors through the models' own load_weights, the layers' own forward-time assertions evaluated on the built
+modules, the attention backends the layers picked, the KV plan from EngineCore._initialize_kv_caches with and
+without VLLM_FORK_DISABLE_KV_PACKING (the A/B of gpu-check), the Scheduler for that plan and the KV views.
 Prints `scenario NAME: dry-run ok` or `scenario NAME: dry-run FAILED: <reason>`. Exit 0 when every scenario is
 ok, 1 when one failed (--blockers adds the old GPU script's two startup blockers, which must fail), 2 bad input.
+--rerun runs a scenario once more at the end (the JSON's "reruns", with the scenario run just before it).
 Not proven here: any kernel, CUDA graph capture, memory profiling, the numbers the GPU computes.
 """
 
@@ -47,16 +50,19 @@ def check_plan(scenario, fork: dict, stock: dict) -> None:
 
 def dry_run(scenario, work: Path, platform, state: dict) -> dict:
     """One scenario through everything before the first kernel; raises on the first problem."""
-    from gpu_dry_checks import attention_backends, collect_specs, forward_assertions, plan
+    from gpu_dry_checks import (VIEW_KV_BYTES, VIEW_MAX_LEN, attention_backends, collect_specs, forward_assertions,
+                                kv_views, plan, scheduler)
     from vllm.engine.arg_utils import EngineArgs
 
     vc = EngineArgs(**gpu_scenarios.engine_kwargs(scenario, work)).create_engine_config()
-    if not state.get("distributed"):
-        gpu_dry_build.init_distributed(vc)
-        state["distributed"] = True
-    out = {"renderer": gpu_dry_build.renderer(vc)}
+    if not state.get("world"):
+        gpu_dry_build.init_world()
+        state["world"] = True
+    out = {"groups": gpu_dry_build.model_parallel(vc), "renderer": gpu_dry_build.renderer(vc)}
     target, speculator = gpu_dry_build.build(vc)
     out["speculator"] = type(speculator).__name__
+    if scenario.constructed:  # real checkpoints: every tensor must find its parameter, shape for shape
+        out["loaded"] = gpu_dry_build.load_weights(vc, target, speculator.model)
     checked, failures = forward_assertions(target, speculator.model)
     out["assertions_checked"] = checked
     if failures:
@@ -68,8 +74,14 @@ def dry_run(scenario, work: Path, platform, state: dict) -> dict:
     if not backends["draft"] and scenario.draft_kinds:
         raise Finding("no draft attention layer was marked (is_draft_layer)")
     specs = collect_specs(platform, vc)
-    out["plan"], out["plan_packing_off"] = plan(vc, specs, packing=True), plan(vc, specs, packing=False)
+    kept = {}
+    out["plan"], out["plan_packing_off"] = plan(vc, specs, packing=True, keep=kept), plan(vc, specs, packing=False)
     check_plan(scenario, out["plan"], out["plan_packing_off"])
+    out["scheduler"] = scheduler(kept["vc"], kept["config"])
+    for packing in (True, False):  # the views where packed blocks become real, and the stock ones
+        small = {}
+        plan(vc, specs, packing=packing, available=VIEW_KV_BYTES, max_len=VIEW_MAX_LEN, keep=small)
+        out["kv_views" if packing else "kv_views_packing_off"] = kv_views(small["vc"], small["config"], specs)
     return out
 
 
@@ -78,8 +90,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--only", action="append", default=[], help="scenario name (repeatable)")
     ap.add_argument("--blockers", action="store_true", help="also run the two known startup blockers")
     ap.add_argument("--json", type=Path, help="write every scenario's details here")
+    ap.add_argument("--rerun", action="append", default=[],
+                    help="run this scenario again after the others (its result must not depend on what ran before)")
     args = ap.parse_args(argv)
-    unknown = [name for name in args.only if name not in gpu_scenarios.BY_NAME]
+    unknown = [name for name in args.only + args.rerun if name not in gpu_scenarios.BY_NAME]
     if unknown:
         print(f"gpu-dry-run: unknown scenario {unknown[0]}; known: {', '.join(gpu_scenarios.BY_NAME)}",
               file=sys.stderr)
@@ -87,28 +101,39 @@ def main(argv: list[str]) -> int:
     chosen = [gpu_scenarios.BY_NAME[n] for n in args.only] or gpu_scenarios.SCENARIOS + (
         gpu_scenarios.BLOCKERS if args.blockers else [])
     started = time.time()
-    report, state = {}, {}
+    report, reruns, state = {}, [], {}
     with tempfile.TemporaryDirectory(prefix="gpu-dry-run-") as scratch:
         work = Path(scratch)
         platform = gpu_dry_build.install_platform(work)
         gpu_scenarios.write(work)
-        for scenario in chosen:
-            began = time.time()
-            try:
-                entry = {"ok": True, **dry_run(scenario, work, platform, state)}
-                line = "dry-run ok"
-            except Exception as exc:  # noqa: BLE001 - every failure of a scenario is its finding, reported
-                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                reason = f"{type(exc).__name__}: {reason}" if not isinstance(exc, Finding) else reason
-                entry, line = {"ok": False, "reason": reason}, f"dry-run FAILED: {reason}"
-            entry["seconds"] = round(time.time() - began, 1)
-            report[scenario.name] = entry
-            print(f"scenario {scenario.name}: {line}", flush=True)
+        for index, scenario in enumerate(chosen + [gpu_scenarios.BY_NAME[n] for n in args.rerun]):
+            entry = _one(scenario, work, platform, state)
+            if index < len(chosen):
+                report[scenario.name] = entry
+            else:
+                reruns.append({"name": scenario.name, "after": chosen[-1].name if not reruns else reruns[-1]["name"],
+                               "entry": entry})
     wall = round(time.time() - started, 1)
-    print(f"gpu-dry-run: {sum(e['ok'] for e in report.values())}/{len(report)} ok in {wall} s", flush=True)
+    done = list(report.values()) + [r["entry"] for r in reruns]
+    print(f"gpu-dry-run: {sum(e['ok'] for e in done)}/{len(done)} ok in {wall} s", flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"wall_seconds": wall, "scenarios": report}, indent=1, default=str))
-    return Exit.OK if all(e["ok"] for e in report.values()) else Exit.FINDINGS
+        args.json.write_text(json.dumps({"wall_seconds": wall, "scenarios": report, "reruns": reruns}, indent=1,
+                                        default=str))
+    return Exit.OK if all(e["ok"] for e in done) else Exit.FINDINGS
+
+
+def _one(scenario, work: Path, platform, state: dict) -> dict:
+    """One scenario's entry (its failure is its finding) and its line."""
+    began = time.time()
+    try:
+        entry, line = {"ok": True, **dry_run(scenario, work, platform, state)}, "dry-run ok"
+    except Exception as exc:  # noqa: BLE001 - every failure of a scenario is its finding, reported
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        reason = f"{type(exc).__name__}: {reason}" if not isinstance(exc, Finding) else reason
+        entry, line = {"ok": False, "reason": reason}, f"dry-run FAILED: {reason}"
+    entry["seconds"] = round(time.time() - began, 1)
+    print(f"scenario {scenario.name}: {line}", flush=True)
+    return entry
 
 
 if __name__ == "__main__":

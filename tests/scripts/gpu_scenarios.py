@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import gpu_constructed  # noqa: E402  (pure Python at import: the checkpoints are written by write())
 
 LAYERS = 8
 GLM_TEXT = dict(
@@ -73,10 +75,23 @@ K3_DSPARK = dict(
     rms_norm_eps=1e-5, max_position_embeddings=65536, target_layer_ids=[1, 3, 5], num_target_layers=3,
     markov_rank=16, block_size=4, draft_vocab_size=512, mask_token_id=4, torch_dtype="bfloat16")
 
-# Every engine: tokenizer shipped (the renderer needs one for multimodal wrappers), chunked prefill, CUDA graphs.
+# Every engine: tokenizer shipped (the renderer needs one for multimodal wrappers), chunked prefill, CUDA graphs
+# (captured up to 64 tokens: 8 requests x (1 + at most 7 drafts)), the lm_head in fp32 (vLLM 0.33.0's
+# ModelConfig.head_dtype reads hf_overrides' head_dtype; LogitsProcessor computes the logits in it).
+# Engines are small: up to PARALLEL of them share one GPU, each with its share of memory and a fixed KV pool
+# (kv_cache_memory_bytes: no engine's plan depends on what the others hold while it profiles).
+PARALLEL = 3
 ENGINE = dict(load_format="dummy", dtype="bfloat16", max_model_len=32768, max_num_seqs=8,
-              max_num_batched_tokens=2048, enable_chunked_prefill=True, gpu_memory_utilization=0.85, seed=0)
+              max_num_batched_tokens=2048, enable_chunked_prefill=True, gpu_memory_utilization=0.85 / PARALLEL,
+              kv_cache_memory_bytes=8 << 30, seed=0, hf_overrides={"head_dtype": "float32"},
+              compilation_config={"max_cudagraph_capture_size": 64})
 NO_MM = {"limit_mm_per_prompt": {"image": 0, "video": 0}}
+# Constructed weights (gpu_constructed.py): real checkpoints, tiny; the map they compute needs no fp32 head.
+CONSTRUCTED_ENGINE = dict(load_format="auto", dtype="bfloat16", max_model_len=1024, max_num_seqs=8,
+                          gpu_memory_utilization=0.08, kv_cache_memory_bytes=1 << 30, seed=0,
+                          enable_prefix_caching=False,
+                          compilation_config={"max_cudagraph_capture_size": 64})
+CONSTRUCTED_K = gpu_constructed.K  # the drafters are built for this many drafts per step
 
 
 @dataclass(frozen=True)
@@ -89,6 +104,9 @@ class Scenario:
     engine: dict = field(default_factory=dict)
     packed: bool = False  # the fork must pack the draft's KV group here; gpu-check also runs it with packing off
     draft_kinds: tuple = ("attention",)
+    speculator: str = ""  # the class Model Runner V2 must draft with (init_speculator's choice)
+    constructed: bool = False  # gpu_constructed.py weights: exact tokens, acceptance floor
+    prefix_ab: bool = False  # constructed, repeated prefixes: also run with prefix caching on, compare acceptance
 
 
 def _glm(kind: str, mtp_layers: int = 1) -> str:
@@ -97,26 +115,46 @@ def _glm(kind: str, mtp_layers: int = 1) -> str:
 
 def _glm_scenarios(kind: str, extra: dict) -> list[Scenario]:
     dflash2 = {"method": "dflash2", "model": "{root}/dflash2", "num_speculative_tokens": 7}
+    d2 = "DFlash2Speculator"
     return [
-        Scenario(f"glm5-{kind}-mtp1", _glm(kind), {"method": "mtp", "num_speculative_tokens": 1}, extra),
-        Scenario(f"glm5-{kind}-mtp3", _glm(kind, 3), {"method": "mtp", "num_speculative_tokens": 3}, extra),
-        Scenario(f"glm5-{kind}-dflash2-prefix-cache", _glm(kind), dflash2, extra | {"enable_prefix_caching": True}),
+        Scenario(f"glm5-{kind}-mtp1", _glm(kind), {"method": "mtp", "num_speculative_tokens": 1}, extra,
+                 speculator="MTPSpeculator"),
+        Scenario(f"glm5-{kind}-mtp3", _glm(kind, 3), {"method": "mtp", "num_speculative_tokens": 3}, extra,
+                 speculator="MultiModuleMTPSpeculator"),
+        Scenario(f"glm5-{kind}-dflash2-prefix-cache", _glm(kind), dflash2, extra | {"enable_prefix_caching": True},
+                 speculator=d2),
         Scenario(f"glm5-{kind}-dflash2-packed", _glm(kind), dflash2, extra | {"enable_prefix_caching": False},
-                 packed=True),
+                 packed=True, speculator=d2),
         Scenario(f"glm5-{kind}-dflash2-fp8kv", _glm(kind), dflash2,
-                 extra | {"enable_prefix_caching": False, "kv_cache_dtype": "fp8"}, packed=True),
+                 extra | {"enable_prefix_caching": False, "kv_cache_dtype": "fp8"}, packed=True, speculator=d2),
     ]
+
+
+def _constructed(name: str, method: str, draft: str | None, speculator: str, target: str = "constructed_llama",
+                 **flags) -> Scenario:
+    spec = {"method": method, "num_speculative_tokens": CONSTRUCTED_K} | ({"model": "{root}/" + draft} if draft else {})
+    return Scenario(name, target, spec, speculator=speculator, constructed=True, **flags)
 
 
 SCENARIOS: list[Scenario] = [
     *_glm_scenarios("text", {}),
     *_glm_scenarios("mm", NO_MM),
     Scenario("qwen3next-dflash", "qwen3_next", {"method": "dflash", "model": "{root}/qwen3_next_dflash",
-                                                "num_speculative_tokens": 4}),
+                                                "num_speculative_tokens": 4}, speculator="DFlashSpeculator"),
     Scenario("kimik3-text-dspark", "kimi_k3_text", {"method": "dspark", "model": "{root}/k3_dspark",
-                                                    "num_speculative_tokens": 3}),
+                                                    "num_speculative_tokens": 3}, speculator="DSparkSpeculator"),
     Scenario("glm4-eagle3", "glm4", {"method": "eagle3", "model": "{root}/eagle3", "num_speculative_tokens": 3},
-             {"load_format": "auto", "max_model_len": 1024}),
+             {"load_format": "auto", "max_model_len": 1024}, speculator="EagleSpeculator"),
+    # Constructed weights: target and drafter compute the same map, so acceptance must reach the floor. Nothing
+    # here is packed: beside the Llama target's pages stock already gives the drafters' window groups twice the
+    # tokens per block, so the stride holds no padding (packing needs a block-outermost pool, as GLM's).
+    _constructed("constructed-eagle3", "eagle3", "constructed_eagle3", "EagleSpeculator"),
+    _constructed("constructed-eagle3-prefix-cache", "eagle3", "constructed_eagle3", "EagleSpeculator",
+                 prefix_ab=True),
+    _constructed("constructed-draft-model", "draft_model", "constructed_llama", "StandaloneARSpeculator"),
+    _constructed("constructed-mtp", "mtp", None, "MTPSpeculator", target="constructed_mimo"),
+    _constructed("constructed-dflash", "dflash", "constructed_dflash", "DFlashSpeculator"),
+    _constructed("constructed-dflash2", "dflash2", "constructed_dflash2", "DFlash2Speculator"),
 ]
 # The two startup blockers of the old GPU script, as scenarios the dry run must refuse.
 BLOCKERS: list[Scenario] = [
@@ -130,7 +168,8 @@ BY_NAME = {s.name: s for s in SCENARIOS + BLOCKERS}
 def engine_kwargs(scenario: Scenario, root: Path) -> dict:
     """EngineArgs keyword arguments of the scenario's speculative engine."""
     speculative = {k: v.format(root=root) if isinstance(v, str) else v for k, v in scenario.speculative.items()}
-    return dict(ENGINE, model=str(root / scenario.target), **scenario.engine, speculative_config=speculative)
+    base = CONSTRUCTED_ENGINE if scenario.constructed else ENGINE
+    return dict(base, model=str(root / scenario.target), **scenario.engine, speculative_config=speculative)
 
 
 def _tiny_models():
@@ -168,4 +207,5 @@ def write(root: Path) -> Path:
     _folder(root, "k3_dspark", K3_DSPARK, tokenizer=False)
     _tiny_models().glm4(root / "glm4")
     _tiny_models().eagle3(root / "eagle3")
+    gpu_constructed.write(root)
     return root

@@ -2,7 +2,8 @@
 
 Usage: python run_llm.py RUNS_JSON
 RUNS_JSON is a list of runs: {"out": result JSON path, "log": log path, "model": target folder,
-"speculative": a speculative config or null, "extra": more LLM kwargs}. Each run's result is tokens or the
+"speculative": a speculative config or null, "extra": more LLM kwargs, "env": environment variables set for this
+run only (optional)}. Each run's result is tokens or the
 error that stopped it; everything the run prints (its engine process included) goes to its own log.
 The vllm package is whatever this interpreter imports (PYTHONPATH may put the fork's tree first).
 
@@ -47,6 +48,18 @@ def speculative_config(speculative: dict | None, models: Path) -> dict | None:
 
 
 @contextmanager
+def _environment(env: dict[str, str]):
+    """Set `env` for one run (the engine reads such switches when it plans), then restore what was there."""
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+
+
+@contextmanager
 def _output_to(log: Path):
     """Send this process's stdout/stderr, and those of the engine processes it starts, to `log`."""
     sys.stdout.flush()
@@ -74,7 +87,7 @@ def run(model: str, speculative: dict | None, extra: dict) -> dict:
         import vllm
         from vllm import LLM, SamplingParams
 
-        llm = LLM(model=model, seed=0, speculative_config=speculative, **ENGINE, **extra)
+        llm = LLM(model=model, seed=0, speculative_config=speculative, **(ENGINE | extra))
         params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True)
         outputs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], params, use_tqdm=False)
         tokens = [list(o.outputs[0].token_ids) for o in outputs]
@@ -95,6 +108,6 @@ def run(model: str, speculative: dict | None, extra: dict) -> dict:
 if __name__ == "__main__":  # vLLM may spawn workers: the guard keeps them from re-running this
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     for spec in json.loads(Path(sys.argv[1]).read_text()):
-        with _output_to(Path(spec["log"])):
+        with _output_to(Path(spec["log"])), _environment(spec.get("env") or {}):
             result = run(spec["model"], spec["speculative"], spec.get("extra") or {})
         Path(spec["out"]).write_text(json.dumps(result))

@@ -153,21 +153,33 @@ def eagle3(out: Path) -> None:
     _drafter(out, config, shapes | {f"midlayer.{k}": v for k, v in layer.items()}, seed=1)
 
 
-def dflash(out: Path) -> None:
+def dflash(out: Path, head_dim: int = HEAD_DIM, **extra) -> None:
     """A DFlash drafter: Qwen3-style layer, fc over the target layers named in dflash_config."""
-    q, kv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
+    q, kv = HEADS * head_dim, KV_HEADS * head_dim
     config = dict(_llama_fields(), architectures=["DFlashDraftModel"], model_type="qwen3", num_hidden_layers=1,
-                  attention_bias=False, target_hidden_size=HIDDEN, block_size=3,
-                  dflash_config={"target_layer_ids": DFLASH_LAYER_IDS, "mask_token_id": MASK})
+                  attention_bias=False, target_hidden_size=HIDDEN, block_size=3, head_dim=head_dim,
+                  dflash_config={"target_layer_ids": DFLASH_LAYER_IDS, "mask_token_id": MASK}, **extra)
     layer = {"input_layernorm.weight": (HIDDEN,), "post_attention_layernorm.weight": (HIDDEN,),
              "self_attn.q_proj.weight": (q, HIDDEN), "self_attn.k_proj.weight": (kv, HIDDEN),
              "self_attn.v_proj.weight": (kv, HIDDEN), "self_attn.o_proj.weight": (HIDDEN, q),
-             "self_attn.q_norm.weight": (HEAD_DIM,), "self_attn.k_norm.weight": (HEAD_DIM,),
+             "self_attn.q_norm.weight": (head_dim,), "self_attn.k_norm.weight": (head_dim,),
              "mlp.gate_proj.weight": (FFN, HIDDEN), "mlp.up_proj.weight": (FFN, HIDDEN),
              "mlp.down_proj.weight": (HIDDEN, FFN)}
     shapes = {"fc.weight": (HIDDEN, len(DFLASH_LAYER_IDS) * HIDDEN), "hidden_norm.weight": (HIDDEN,),
               "norm.weight": (HIDDEN,)}
     _drafter(out, config, shapes | {f"layers.0.{k}": v for k, v in layer.items()}, seed=2)
+
+
+# The wide drafter's KV page: K and V x 128 tokens (the CPU block) x 2 heads x 80 dims x 4 bytes (float32).
+WIDE_HEAD_DIM = 80
+WIDE_BLOCK_BYTES = 2 * 128 * KV_HEADS * WIDE_HEAD_DIM * 4
+
+
+def dflash_wide_window(out: Path) -> None:
+    """A DFlash2-style drafter (non-causal sliding-window layer) whose KV heads are 2.5x the target's: its page does
+    not divide the target's, so vLLM pads every target page up to it (the fork carves 2 target slots per block)."""
+    dflash(out, head_dim=WIDE_HEAD_DIM, layer_types=["sliding_attention"], sliding_window=32, use_sliding_window=True,
+           max_window_layers=0, is_causal=False)
 
 
 def dflash_beyond_depth(out: Path) -> None:
@@ -181,7 +193,7 @@ def dflash_beyond_depth(out: Path) -> None:
 if __name__ == "__main__":
     root = Path(sys.argv[1])
     builders = {"glm4": glm4, "qwen2audio": qwen2audio, "eagle3": eagle3, "dflash": dflash,
-                "dflash_beyond_depth": dflash_beyond_depth}
+                "dflash_beyond_depth": dflash_beyond_depth, "dflash_wide_window": dflash_wide_window}
     builders |= {"gemma3": gemma3, "mixtral": mixtral, "qwen2_moe": qwen2_moe, "glm4_moe": glm4_moe}
     for name in sys.argv[2:] or builders:  # the builders named (tests/test_cpu_e2e.py CASES), else all
         build = builders[name]

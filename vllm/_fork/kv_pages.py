@@ -32,6 +32,13 @@ def packing_disabled() -> bool:
     return os.environ.get(DISABLE_ENV, "0").strip().lower() not in ("", "0", "false", "no")
 
 
+def block_stride(groups: list, layout: Any) -> int:
+    """The bytes per block the planner gives these groups (the widest group's, aligned)."""
+    from vllm.v1.core.kv_cache_planning import _get_kv_cache_bytes_per_block
+
+    return _get_kv_cache_bytes_per_block(groups, layout)
+
+
 def _packable(spec: Any) -> bool:
     from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
 
@@ -56,7 +63,6 @@ def _connector_name(kv_transfer_config: Any) -> str | None:
 def pack_draft_groups(groups: list, layout: Any, prefix_caching: bool, kv_transfer_config: Any = None) -> list:
     """Each all-draft group at the largest block multiple that keeps the block stride; none with prefix caching,
     a KV connector, or VLLM_FORK_DISABLE_KV_PACKING=1."""
-    from vllm.v1.core.kv_cache_planning import _get_kv_cache_bytes_per_block as stride_of
     from vllm.v1.kv_cache_interface import UniformTypeKVCacheSpecs
 
     if prefix_caching or packing_disabled():
@@ -66,7 +72,7 @@ def pack_draft_groups(groups: list, layout: Any, prefix_caching: bool, kv_transf
         logger.info("Draft KV groups not packed: KV connector %s transfers blocks by each group's block size, "
                     "which both instances must share", connector)
         return groups
-    stride = stride_of(groups, layout)
+    stride = block_stride(groups, layout)
     packed = list(groups)
     for index, group in enumerate(groups):
         # _get_packed_kv_cache_groups builds every group as per-layer UniformTypeKVCacheSpecs.
@@ -77,7 +83,7 @@ def pack_draft_groups(groups: list, layout: Any, prefix_caching: bool, kv_transf
         for ratio in range(stride // group_bytes, 1, -1):
             scaled = UniformTypeKVCacheSpecs.from_specs({name: _scaled(spec, ratio) for name, spec in specs.items()})
             candidate = packed[:index] + [replace(group, kv_cache_spec=scaled)] + packed[index + 1:]
-            if stride_of(candidate, layout) == stride:  # same pool geometry for every other group
+            if block_stride(candidate, layout) == stride:  # same pool geometry for every other group
                 packed = candidate
                 break
     return packed

@@ -64,7 +64,7 @@ class CheckStatus(StrEnum):
 
     PASS = "pass"
     FAIL = "fail"
-    WARN = "warn"
+    WARN = "warn"  # will start, but the drafts are likely rejected (acceptance collapses)
     INFO = "info"
     UNKNOWN = "cannot tell"
 
@@ -73,6 +73,7 @@ class Verdict(StrEnum):
     """spec-check's overall answer; CANNOT_TELL shares exit 1 with WILL_FAIL."""
 
     WILL_START = "will start"
+    WILL_START_LOW_ACCEPTANCE = "will start, but acceptance may collapse"  # a warning, never a failure: exit 0
     WILL_FAIL = "will fail"
     CANNOT_TELL = "cannot tell"  # a check could not decide: exits like WILL_FAIL, never like WILL_START
     BAD_INPUT = "bad input"
@@ -81,5 +82,6 @@ class Verdict(StrEnum):
     @property
     def exit_code(self) -> Exit:
         """The process exit code that goes with this verdict."""
-        return {Verdict.WILL_START: Exit.OK, Verdict.WILL_FAIL: Exit.FINDINGS, Verdict.CANNOT_TELL: Exit.FINDINGS,
+        return {Verdict.WILL_START: Exit.OK, Verdict.WILL_START_LOW_ACCEPTANCE: Exit.OK,
+                Verdict.WILL_FAIL: Exit.FINDINGS, Verdict.CANNOT_TELL: Exit.FINDINGS,
                 Verdict.BAD_INPUT: Exit.BAD_INPUT, Verdict.INTERNAL_ERROR: Exit.INTERNAL}[self]

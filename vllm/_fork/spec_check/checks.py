@@ -7,7 +7,7 @@ from typing import Any
 import re
 
 from vllm._fork.spec_check import tables
-from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, WARN, Finding
+from vllm._fork.spec_check.findings import FAIL, PASS, UNKNOWN, WARN, Finding
 from vllm._fork.spec_check.gpus import Gpu
 from vllm._fork.vocabulary import AuditStatus, OracleStatus
 
@@ -217,8 +217,9 @@ def aux_layers(layer_ids: tuple[int, ...] | None, num_layers: int, target_hidden
                              + ("" if status == WARN else f"; the draft expects {len(nested_ids)} states"),
                              "add eagle_aux_hidden_state_layer_ids at the top level of the draft's config.json"))
     elif layer_ids is None:
-        found.append(Finding("aux layers", INFO, f"none in the draft config; the target picks its default "
-                             f"(usually {list(default)} of {num_layers})"))
+        from vllm._fork.spec_check.combinations import default_aux_layers
+
+        found.append(default_aux_layers(num_layers))
     else:
         outside = [i for i in layer_ids if not 0 <= i <= num_layers]
         if outside:

@@ -55,15 +55,18 @@ class Finding:
 
 
 def verdict(findings: list[Finding]) -> Verdict:
-    """Any failure: will fail; else any check that could not decide: cannot tell; else will start."""
+    """Any failure: will fail; else any check that could not decide: cannot tell; else any warning: will start,
+    but acceptance may collapse; else will start."""
     statuses = {f.status for f in findings}
     if FAIL in statuses:
         return Verdict.WILL_FAIL
-    return Verdict.CANNOT_TELL if UNKNOWN in statuses else Verdict.WILL_START
+    if UNKNOWN in statuses:
+        return Verdict.CANNOT_TELL
+    return Verdict.WILL_START_LOW_ACCEPTANCE if WARN in statuses else Verdict.WILL_START
 
 
 def exit_code(findings: list[Finding]) -> int:
-    """0 only when every check passed or informed; 1 on a failure or a check that could not decide."""
+    """0 when every check passed, informed or warned; 1 on a failure or a check that could not decide."""
     return int(verdict(findings).exit_code)
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 from contextlib import ExitStack
 
-from vllm._fork.spec_check import checks, configs, parallel, weights
+from vllm._fork.spec_check import checks, combinations, configs, parallel, weights
 from vllm._fork.spec_check.findings import FAIL, INFO, PASS, Finding, Refused, as_json, as_text, exit_code, own_faults
 from vllm._fork.spec_check.gpus import GPUS
 from vllm._fork.spec_check.inputs import ALIASES, config_folder, speculative_dict
@@ -104,6 +104,8 @@ def _after_configs(args, vllm_config, target: dict, draft: dict | None, requeste
                                       parallel_config.decode_context_parallel_size))
         if spec_config.draft_parallel_config is not None:
             found.append(parallel.draft_placement(spec_config, parallel_config.enable_expert_parallel, tp))
+    with own_faults("combinations"):
+        found += combinations.findings(vllm_config)
     with own_faults("weights fit"):
         found.append(weights.safe_finding(target, draft, vllm_config, gpu))
     return [f for f in found if f is not None]
@@ -146,7 +148,8 @@ def _findings(args: argparse.Namespace) -> list[Finding | None]:
             with own_faults(configs.ENGINE):
                 vllm_config = configs.build(configs.engine_args_for(args, target_dir, spec))
         except Refused as refused:
-            findings.append(Finding(refused.step, FAIL, checks.one_line(refused.cause), configs.FIXES[refused.step]))
+            findings.append(combinations.refused(refused)
+                            or Finding(refused.step, FAIL, checks.one_line(refused.cause), configs.FIXES[refused.step]))
             return findings
         findings += _after_configs(args, vllm_config, target, draft, requested)
         if not any(f is not None and f.status == FAIL for f in findings):  # plan only what would start

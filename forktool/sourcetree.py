@@ -1,11 +1,18 @@
-"""Static symbol resolution over a vLLM source tree: modules, classes, imports and re-exports."""
+"""A vLLM source tree read statically (AST): what a name, a class or a class member refers to, across imports.
+
+One resolver for the audit (which classes can `module.Name` be) and the internals check (is this private name
+still defined, is this class member still there); it never imports the code it reads.
+"""
 
 from __future__ import annotations
 
 import ast
+import zipfile
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable
+
+MAX_HOPS = 8  # re-exports followed before giving up
 
 
 @dataclass(frozen=True)
@@ -63,12 +70,45 @@ def _top_level(body: list[ast.stmt]):
                 yield from _top_level(block)
 
 
+def _bound_names(node: ast.stmt) -> list[str]:
+    """Names a statement binds in its scope (defs, classes, assignments)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+        node, (ast.AnnAssign, ast.AugAssign)) else []
+    return [t.id for target in targets for t in ast.walk(target) if isinstance(t, ast.Name)]
+
+
+def _binds_member(cls: ast.ClassDef, attr: str) -> bool:
+    """`attr` is bound in the class body or assigned as `self.attr` in one of its methods."""
+    for node in cls.body:
+        if attr in _bound_names(node):
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for sub in ast.walk(node):
+                targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target] if isinstance(
+                    sub, ast.AnnAssign) else []
+                if any(isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
+                       and t.value.id == "self" for t in targets):
+                    return True
+    return False
+
+
 class SourceTree:
     """A vLLM source tree readable by path (`vllm/x/y.py`), with modules parsed on demand."""
 
     def __init__(self, read: Callable[[str], str], paths: set[str]):
         self.read, self.paths = read, paths
         self._modules: dict[str, Module | None] = {}
+
+    @classmethod
+    def from_zip(cls, archive: zipfile.ZipFile) -> SourceTree:
+        """The files of an open wheel, read as text when asked for."""
+        return cls(lambda path: archive.read(path).decode("utf-8"), set(archive.namelist()))
+
+    def laid_over(self, files: dict[str, str]) -> SourceTree:
+        """This tree with `files` ({path: text}) replacing or adding to its own."""
+        return SourceTree(lambda path: files[path] if path in files else self.read(path), self.paths | set(files))
 
     def module(self, name: str) -> Module | None:
         if name not in self._modules:
@@ -88,7 +128,7 @@ class SourceTree:
 
     def resolve(self, module: str, name: str, depth: int = 0) -> list[ClassRef]:
         """Every class `module.name` can be, following imports and platform re-exports."""
-        if depth > 8:
+        if depth > MAX_HOPS:
             return []
         mod = self.module(module)
         if mod is None:
@@ -130,3 +170,24 @@ class SourceTree:
             for base in current.node.bases:
                 stack.extend(self.resolve_expr(current.module, base))
         return seen
+
+    def definition(self, module: str, name: str, hops: int = 0) -> tuple[str, ast.AST] | None:
+        """(module, node) of the first module-level statement that binds `name`, through re-exports; a package's
+        submodule counts (`from vllm import platforms`). None when `module` does not define it."""
+        mod = self.module(module)
+        if mod is None or hops > MAX_HOPS:
+            return None
+        for node in _top_level(mod.tree.body):
+            if name in _bound_names(node):
+                return module, node
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if (alias.asname or alias.name) == name:
+                        source = mod._absolute(node.module, node.level)
+                        return self.definition(source, alias.name, hops + 1) or (
+                            (module, node) if self.module(f"{source}.{alias.name}") else None)
+        return (module, mod.tree) if mod.is_package and self.module(f"{module}.{name}") else None
+
+    def has_member(self, ref: ClassRef, attr: str) -> bool:
+        """The class or one of its resolvable ancestors binds `attr` in its body or as `self.attr` in a method."""
+        return any(_binds_member(cls.node, attr) for cls in self.mro(ref))
