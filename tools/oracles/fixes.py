@@ -135,7 +135,13 @@ def qwen_omni(data: dict) -> None:
     data["enable_audio_output"] = False
 
 
+def falcon(data: dict) -> None:
+    """vLLM's Falcon MLP is 4 x hidden (as in every published Falcon); it does not read ffn_hidden_size."""
+    data["ffn_hidden_size"] = 4 * HIDDEN
+
+
 FIXES = {
+    "FalconForCausalLM": falcon,
     "Mamba2ForCausalLM": mamba2,
     "Qwen4ExpForCausalLM": qwen4_exp,
     "Qwen4ExpForConditionalGeneration": qwen4_exp,

@@ -110,9 +110,7 @@ def build(target: Path, method: str, drafts: Path, state: dict) -> dict:
     overrides = kernel_shapes(json.loads((target / "config.json").read_text()))
     vc = EngineArgs(model=str(target), speculative_config=speculative, hf_overrides=overrides,
                     **ENGINE | ENGINE_EXTRA.get(target.name, {})).create_engine_config()
-    if not state.get("distributed"):
-        gpu_dry_build.init_distributed(vc)
-        state["distributed"] = True
+    gpu_dry_build.model_parallel(vc)  # this target's groups (the expert-parallel one only for MoE)
     state.pop("target", None)
     with _aux_layers_set_on_the_target(state, requires_aux_hidden_states, set_eagle3_aux_hidden_state_layers):
         target_model, speculator = gpu_dry_build.build(vc)
@@ -133,8 +131,8 @@ def _aux_layers_set_on_the_target(state: dict, requires, set_layers):
     is followed by the same `set_eagle3_aux_hidden_state_layers` here."""
     original = gpu_dry_build._build_on_meta
 
-    def build_on_meta(vllm_config, model_config=None):
-        model = original(vllm_config, model_config)
+    def build_on_meta(vllm_config, model_config=None, prefix: str = ""):
+        model = original(vllm_config, model_config, prefix)
         if model_config is None:
             state["target"] = model  # what a later failure is reported against
             if requires(vllm_config.speculative_config):
@@ -153,22 +151,6 @@ def _aux_layers_set_on_the_target(state: dict, requires, set_layers):
 META_LIMITS = ("Cannot copy out of meta tensor",)
 
 
-def _moe_first(models: Path, archs: list[str], drafts: Path) -> None:
-    """gpu_dry_build.init_distributed builds the parallel groups once, from the first config: the expert-parallel
-    group exists only if that config is MoE, and some MoE models need it at construction (DeepSeek-V4)."""
-    from vllm.engine.arg_utils import EngineArgs
-
-    for arch in archs:
-        try:
-            vc = EngineArgs(model=str(models / arch), **ENGINE).create_engine_config()
-        except Exception:  # noqa: BLE001 - this target's own build reports it
-            continue
-        if vc.model_config.is_moe:
-            gpu_dry_build.init_distributed(vc)
-            return
-    raise SystemExit("loaders_v2: no MoE target among the architectures: the expert-parallel group is needed")
-
-
 def main(argv: list[str]) -> int:
     methods = METHODS
     if argv and argv[0].startswith("--methods="):  # a subset (the CI sample); the full run takes every method
@@ -184,8 +166,7 @@ def main(argv: list[str]) -> int:
 
         stack.enter_context(inspect_in_process())
         drafts = Path(scratch) / "drafts"
-        _moe_first(models, archs, drafts)
-        state["distributed"] = True
+        gpu_dry_build.init_world()
         for arch in archs:
             for method in methods:
                 started = time.time()

@@ -33,8 +33,14 @@ RESULTS = HERE / "results.json"
 DOC = ROOT / "docs" / "supported.md"
 TEST_PY = Path(os.environ.get("FORK_TEST_PYTHON", ROOT / ".venv-test" / "bin" / "python"))
 CPU_PY = Path(os.environ.get("FORK_CPU_PYTHON", ROOT / ".venv-cpu" / "bin" / "python"))
-CPU_BUILD = ("--pin", "requirements/cpu-base.txt", "--allow-absent",
-             "--skip", "edits/vllm/models/glm5next/common/mtp.py.toml:topk-buffer-only-with-indexer")
+CPU_PIN = "requirements/cpu-base.txt"
+
+
+def _cpu_build_flags() -> tuple[str, ...]:
+    """How the fork is built over the CPU base: the flags its pin file names (as the CPU tests build it)."""
+    from forktool.pins import load_pin
+
+    return ("--pin", CPU_PIN, *load_pin(ROOT / CPU_PIN).build_flags)
 
 
 def _forktool_build(out: Path, *flags: str) -> Path:
@@ -90,7 +96,7 @@ def run_oracles(archs: list[str], work: Path, parts: tuple[str, ...] = PARTS) ->
     """The oracles over `archs` in `work`, CHUNK architectures at a time; returns {arch: record}."""
     if "build" in parts:
         _unpack(_forktool_build(work / "dist"), work / "tree")
-        _unpack(_forktool_build(work / "dist-cpu", *CPU_BUILD), work / "tree-cpu")
+        _unpack(_forktool_build(work / "dist-cpu", *_cpu_build_flags()), work / "tree-cpu")
     models = work / "models"
     base_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     test_env = base_env | {"PYTHONPATH": str(work / "tree")}
@@ -137,7 +143,7 @@ def main(argv: list[str]) -> int:
         data["architectures"].update(run_oracles(chosen, work, tuple(args.parts.split(","))) if chosen else {})
     from forktool.project import Project
 
-    pins = Project(ROOT).pin, Project(ROOT, "requirements/cpu-base.txt").pin
+    pins = Project(ROOT).pin, Project(ROOT, CPU_PIN).pin
     data["base"], data["cpu_base"] = (f"{pin.name} {pin.version}" for pin in pins)
     data["last_run"] = {"architectures": len(chosen), "seconds": round(time.time() - started)}
     RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")

@@ -73,7 +73,9 @@ def render(rows: list, results: dict, cpu_base: str = "0.32.0") -> str:
         hf = MARK[S(record["hf"][0])] + (f" ({record['hf'][1]})" if S(record["hf"][0]) == S.PASS else "")
         lines.append(f"| {row.arch} | {row.status} | {_cell(record['loaders'], V2, 'v2')} | "
                      f"{_cell(record['loaders'], V1, 'v1')} | {hf} | {_why(record)} |")
-    lines += ["", _counts(merged, results)]
+    supported = {r.arch for r in rows if is_generation(r) and r.status in oracle.STATIC_SUPPORTED}
+    lines += ["", f"Recorded: {len(supported & set(results))} of the {len(supported)} architectures the static "
+              f"audit calls supported.", "", _counts(merged, results)]
     return "\n".join(lines) + "\n"
 
 
