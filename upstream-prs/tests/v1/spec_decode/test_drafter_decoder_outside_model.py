@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from torch import nn
+
 from vllm.model_executor.layers import vocab_parallel_embedding
 from vllm.model_executor.layers.vocab_parallel_embedding import (
     ParallelLMHead,
