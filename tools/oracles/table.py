@@ -46,8 +46,9 @@ def _cell(runs: dict, methods: tuple, runner: str) -> str:
 
 def _why(record: dict) -> str:
     notes = []
-    for method, runs in record["loaders"].items():
-        for runner, (status, why) in runs.items():
+    for method in (m for m in V2 if m in record["loaders"]):  # a fixed order: fresh records and loaded ones agree
+        for runner in ("v2", "v1"):
+            status, why = record["loaders"][method][runner]
             if S(status) in (S.FAIL, S.NOT_BUILT) and why:
                 notes.append(f"{runner} {method}: {why}")
     if S(record["hf"][0]) != S.PASS and record["hf"][1]:
