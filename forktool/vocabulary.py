@@ -27,5 +27,6 @@ Exit = _vocabulary.Exit
 EditStatus = _vocabulary.EditStatus
 InternalStatus = _vocabulary.InternalStatus
 AuditStatus = _vocabulary.AuditStatus
+OracleStatus = _vocabulary.OracleStatus
 
-__all__ = ["AuditStatus", "EditStatus", "Exit", "InternalStatus", "VOCABULARY_FILE"]
+__all__ = ["AuditStatus", "EditStatus", "Exit", "InternalStatus", "OracleStatus", "VOCABULARY_FILE"]

@@ -73,11 +73,17 @@ CASES = [
     Case("qwen2audio-eagle3", "qwen2audio", {"method": "eagle3", "model": "eagle3"}, stock_fails=True),
     Case("glm4-dflash-beyond-depth", "glm4", {"method": "dflash", "model": "dflash_beyond_depth"},
          failing_check="aux layers", engine_error="target_layer_ids reference layers that do not exist"),
-    # Decoders the fork makes capture (issue 13): post-norm Gemma-3 and MoE Mixtral, the most served of them.
+    # Decoders whose aux-state capture is the fork's (upstream records none): post-norm Gemma-3 and MoE Mixtral,
+    # the most served of them.
     Case("gemma3-eagle3", "gemma3", {"method": "eagle3", "model": "eagle3"}),
     Case("mixtral-eagle3", "mixtral", {"method": "eagle3", "model": "eagle3"}),
     # KV groups of different page sizes (the drafter's window pages are 2.5x the target's): KV pools per page size.
     Case("glm4-dflash-wide-window", "glm4", {"method": "dflash", "model": "dflash_wide_window"}),
+    # Decoders outside `.model` (GPT-2's blocks and Falcon's parallel ones, both at .transformer): before the
+    # drafter-loader fix (PR eagle-drafter-decoder-outside-model) they stopped with "Target model does not have
+    # 'model' attribute" after loading every weight; that PR's own test shows it, and OPT's (.model.decoder) case.
+    Case("gpt2-eagle3", "gpt2", {"method": "eagle3", "model": "eagle3"}),
+    Case("falcon-eagle3", "falcon", {"method": "eagle3", "model": "eagle3"}),
 ]
 # The same pair on a pool of 20 blocks of the widest page (one full-length request fits the stock plan), with the
 # fork's pools on and off (stock 0.32.0's plan): the carved plan holds more requests at once, tokens stay the same.

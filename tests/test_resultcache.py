@@ -97,7 +97,8 @@ def test_the_contract_table_is_classified_once_per_fork_and_upstream(cache, monk
     upstream = SourceTree({TARGET: SOURCE}.__getitem__, {TARGET})
     fork = Assembly(upstream, {TARGET: SOURCE}, [], {"vllm/_fork/x.py": b"y = 1\n"})
     calls = []
-    monkeypatch.setattr(contract_table, "render_contract", lambda tree, base: calls.append(base) or b"table")
+    monkeypatch.setattr(contract_table, "render_contract",
+                        lambda tree, base, results=None: calls.append(base) or b"table")
     assert contract_table.contract_module(fork, "0" * 64, "vllm 1.0+fork") == b"table"
     assert contract_table.contract_module(fork, "0" * 64, "vllm 1.0+fork") == b"table"
     assert calls == ["vllm 1.0+fork"]

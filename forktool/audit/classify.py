@@ -23,10 +23,11 @@ WORKS, FIXED = AuditStatus.WORKS, AuditStatus.FIXED
 UNDECLARED, NOT_IMPLEMENTED = AuditStatus.UNDECLARED, AuditStatus.NOT_IMPLEMENTED
 NOT_APPLICABLE_STATUS, UNRESOLVABLE = AuditStatus.NOT_APPLICABLE, AuditStatus.UNRESOLVABLE
 REFUSED, UNSUPPORTED = AuditStatus.REFUSED, AuditStatus.UNSUPPORTED
+ORACLE_FAILED = AuditStatus.ORACLE_FAILED
 # The fork's table of declared-but-not-implemented targets that config validation refuses early.
 REFUSAL_MODULE, REFUSAL_TABLE = "vllm._fork.eagle3", "NOT_IMPLEMENTED"
 FORK_FOLDER = "vllm/_fork/"  # a tree with files here is a fork tree, which must hold the refusal table
-BROKEN = (UNDECLARED, NOT_IMPLEMENTED)
+BROKEN = (UNDECLARED, NOT_IMPLEMENTED, ORACLE_FAILED)
 NO_CAPTURE = "inner model captures no aux hidden states: EAGLE3-family drafters unsupported (use mtp, ngram or draft_model)"
 
 
@@ -43,6 +44,7 @@ class Row:
     passes_through: bool | None = None
     holder_classes: tuple[str, ...] = ()
     declared: bool | None = None  # declares SupportsEagle3 (None where not looked at)
+    oracle: dict | None = None  # drafter loads and aux states vs Hugging Face, where tools/oracles built it
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -9,7 +9,8 @@ from forktool.audit.classify import BROKEN, Row, is_generation
 from forktool.vocabulary import AuditStatus
 
 ORDER = (AuditStatus.WORKS, AuditStatus.FIXED, AuditStatus.REFUSED, AuditStatus.UNDECLARED,
-         AuditStatus.NOT_IMPLEMENTED, AuditStatus.UNRESOLVABLE, AuditStatus.UNSUPPORTED, AuditStatus.NOT_APPLICABLE)
+         AuditStatus.NOT_IMPLEMENTED, AuditStatus.ORACLE_FAILED, AuditStatus.UNRESOLVABLE, AuditStatus.UNSUPPORTED,
+         AuditStatus.NOT_APPLICABLE)
 
 
 def counts(rows: list[Row]) -> dict[str, dict[str, int]]:

@@ -1,11 +1,15 @@
-"""`audit`: pick the tree (fork, upstream or a folder), classify, print, exit 1 if a generation arch is broken."""
+"""`audit`: pick the tree (fork, upstream or a folder), classify, print, exit 1 if a generation arch is broken.
+
+On the fork over the pinned release, rows the oracles built (tools/oracles/results.json) take their verdict."""
 
 from __future__ import annotations
 
 import zipfile
 from pathlib import Path
 
+from forktool import contract_table
 from forktool.assembly import assemble
+from forktool.audit import oracle
 from forktool.audit.classify import BROKEN, against_baseline, classify, is_generation
 from forktool.audit.report import as_json, as_table
 from forktool.errors import ForkError
@@ -46,6 +50,8 @@ def run_audit(project: Project, tree: str, as_machine: bool, verbose: bool) -> i
             else:
                 fork, upstream = fork_and_upstream(project, wheel)
                 rows = against_baseline(classify(fork), classify(upstream))
+                base = f"{project.pin.name} {project.pin.version}"
+                rows = oracle.apply(rows, contract_table.oracle_results(base))
         name = f"{path.name} ({'with the fork' if tree == 'fork' else 'as released'})"
     else:
         rows, name = classify(_folder_tree(Path(tree))), tree

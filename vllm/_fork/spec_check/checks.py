@@ -9,7 +9,7 @@ import re
 from vllm._fork.spec_check import tables
 from vllm._fork.spec_check.findings import FAIL, PASS, UNKNOWN, WARN, Finding
 from vllm._fork.spec_check.gpus import Gpu
-from vllm._fork.vocabulary import AuditStatus
+from vllm._fork.vocabulary import AuditStatus, OracleStatus
 
 # The build's contract classifies the fork as built, so a fixed architecture reads "works" there ("fixed by fork"
 # only appears when forktool audit compares upstream with the fork).
@@ -152,18 +152,34 @@ def speculator(spec: Any, requested: str) -> Finding:
                    f"{spec.num_speculative_tokens} speculative tokens")
 
 
-def aux_contract(arch: str, gpu: Gpu, text_archs: list[str], alternative: str = "") -> Finding:
-    """The target declares SupportsEagle3 and its decoder records aux states (this build's audit)."""
+def _oracle_failure(rows: list[dict], method: str) -> tuple[dict, str] | None:
+    """The first row whose oracle saw this method's drafter load fail (tools/oracles/results.json)."""
+    for row in rows:
+        status, why = ((row.get("oracle") or {}).get("loaders") or {}).get(method, (OracleStatus.PASS, ""))
+        if status == OracleStatus.FAIL:
+            return row, why
+    return None
+
+
+def aux_contract(arch: str, gpu: Gpu, text_archs: list[str], alternative: str = "", method: str = "") -> Finding:
+    """The target declares SupportsEagle3, its decoder records aux states and, where the oracles built it, the
+    drafter for `method` loads over it (this build's audit, verdicts from tools/oracles)."""
     name = "EAGLE3 contract"
     rows = tables.rows_for(arch, gpu.vendor)
     if not rows:
         return Finding(name, UNKNOWN, f"{arch} is not in this build's audit table; nothing is known either way",
                        "run the runner's check on a GPU host, or use a target this build knows")
     bad = [r for r in rows if r["status"] not in STARTS]
+    failed = _oracle_failure(rows, method) if not bad else None
+    if failed:
+        row, why = failed
+        return Finding(name, FAIL, f"{row['cls']}: the {method} drafter does not load over it ({why})",
+                       f"use another speculative method{alternative}, or wait for a build that fixes it")
     if not bad:
         holders = ", ".join(c.rsplit(".", 1)[-1] for c in rows[0]["holder_classes"]) or "its decoder"
+        proven = " (built and run by the oracles)" if rows[0].get("oracle") else ""
         return Finding(name, PASS, f"{rows[0]['cls']} declares SupportsEagle3; {holders} "
-                       f"records aux hidden states ({gpu.vendor} classes)")
+                       f"records aux hidden states ({gpu.vendor} classes){proven}")
     row = bad[0]
     if row["status"] == AuditStatus.UNRESOLVABLE:
         if row["declared"] is False:

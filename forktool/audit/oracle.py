@@ -1,0 +1,86 @@
+"""The oracle results (tools/oracles/results.json) merged into the audit: a row that was built and run gets its
+verdict from the real drafter loaders and from Hugging Face's hidden states, not from the static resolver.
+
+Each architecture's results are keyed by everything they depend on (oracle_keys.py); a stale key is reported by
+tests/test_oracles.py, and `python tools/oracles/run.py --stale` refreshes those rows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from forktool.audit.classify import Row
+from forktool.vocabulary import AuditStatus, OracleStatus
+
+RESULTS = Path(__file__).resolve().parents[2] / "tools" / "oracles" / "results.json"
+METHODS = ("eagle3", "dflash", "dspark", "extract_hidden_states")
+STATIC_SUPPORTED = (AuditStatus.WORKS, AuditStatus.FIXED, AuditStatus.UNRESOLVABLE)
+INTERFACE_ERROR = "does not support EAGLE3 interface"
+RAN = (OracleStatus.PASS, OracleStatus.FAIL)
+
+
+def load(path: Path = RESULTS) -> dict:
+    """Architecture -> its oracle record ({} when the file is absent)."""
+    if not path.is_file():
+        return {}
+    return json.loads(path.read_text())["architectures"]
+
+
+def method_verdict(runs: dict) -> tuple[OracleStatus, str]:
+    """One method over both runners: fails if either failed, passes if one passed and none failed."""
+    statuses = {runner: OracleStatus(value[0]) for runner, value in runs.items()}
+    failed = [runner for runner, status in statuses.items() if status == OracleStatus.FAIL]
+    if failed:
+        return OracleStatus.FAIL, f"runner {failed[0]}: {runs[failed[0]][1]}"
+    if OracleStatus.PASS in statuses.values():
+        return OracleStatus.PASS, ""
+    return OracleStatus.NOT_BUILT, "; ".join(f"runner {r}: {v[1]}" for r, v in runs.items() if v[1])
+
+
+def summary(record: dict) -> dict:
+    """{method: (status, why)} and the Hugging Face comparison, as the contract table and the docs show them."""
+    loaders = {m: method_verdict(record["loaders"][m]) for m in METHODS if m in record.get("loaders", {})}
+    hf = record.get("hf") or [OracleStatus.NOT_COMPARABLE, "no reference run", ""]
+    return {"loaders": {m: [str(s), why] for m, (s, why) in loaders.items()}, "hf": [str(hf[0]), *hf[1:]]}
+
+
+def _verdict(row: Row, record: dict) -> tuple[AuditStatus, str]:
+    """The row's status once its oracles ran: the static verdict stands only where the oracles agree."""
+    found = summary(record)
+    loaders = {m: (OracleStatus(s), why) for m, (s, why) in found["loaders"].items()}
+    failed = {m: why for m, (s, why) in loaders.items() if s == OracleStatus.FAIL}
+    ran = [m for m, (s, _) in loaders.items() if s in RAN]
+    hf_status, hf_why = OracleStatus(found["hf"][0]), found["hf"][1]
+    if ran and len(failed) == len(ran) and all(INTERFACE_ERROR in why for why in failed.values()):
+        # Not called broken: whether its forward hands the decoder's output on unchanged is not what the oracles see.
+        note = ("; its decoder records aux states: a SupportsEagle3 declaration is the candidate fix"
+                if record.get("inner_captures") else "")
+        return AuditStatus.NOT_APPLICABLE, f"built: the runner refuses it (does not declare SupportsEagle3){note}"
+    if hf_status == OracleStatus.FAIL:
+        return AuditStatus.ORACLE_FAILED, f"aux states differ from Hugging Face's: {hf_why}"
+    if ran and len(failed) == len(ran):
+        method, why = next(iter(failed.items()))
+        return AuditStatus.ORACLE_FAILED, f"every drafter load fails ({method}: {why[:200]})"
+    if not ran:
+        return row.status, row.reason
+    status = AuditStatus.WORKS if row.status == AuditStatus.UNRESOLVABLE else row.status
+    notes = [f"{hf_status}: {hf_why}" if hf_why else str(hf_status)]
+    notes += [f"{m} fails ({why[:160]})" for m, why in failed.items()]
+    prefix = f"{row.reason}; " if row.reason and row.status != AuditStatus.UNRESOLVABLE else ""
+    return status, f"{prefix}oracles: drafters load ({', '.join(m for m in ran if m not in failed)}); " \
+                   f"aux states vs Hugging Face {'; '.join(notes)}"
+
+
+def apply(rows: list[Row], results: dict) -> list[Row]:
+    """Rows whose class the oracles built take the oracles' verdict; the others keep the static one."""
+    merged = []
+    for row in rows:
+        record = results.get(row.arch)
+        if record is None or row.cls not in record.get("built", {}).values() or row.status not in STATIC_SUPPORTED:
+            merged.append(row)
+            continue
+        status, reason = _verdict(row, record)
+        merged.append(replace(row, status=status, reason=reason, oracle=summary(record)))
+    return merged

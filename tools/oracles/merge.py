@@ -1,0 +1,86 @@
+"""The three oracle outputs (reference.json per target, loaders_v2.py's and engines_v1.py's JSON) as one record per
+architecture, the form tools/oracles/results.json commits and forktool's audit reads."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from forktool.audit.oracle_keys import arch_key  # noqa: E402
+from forktool.vocabulary import OracleStatus as S  # noqa: E402
+
+METHODS = ("eagle3", "dflash", "dspark", "extract_hidden_states")
+V1_METHODS = ("eagle3", "dflash", "extract_hidden_states")  # runner V1 has no dspark proposer
+
+
+def _v2(entry: dict | None) -> list:
+    if entry is None:
+        return [S.NOT_BUILT, "no config for this target"]
+    if entry["ok"]:
+        return [S.PASS, ""]
+    if entry["ok"] is None:
+        return [S.NOT_BUILT, f"{entry['not_built']}: {entry['reason']}"]
+    return [S.FAIL, entry["reason"]]
+
+
+def _v1(arch_runs: dict | None, method: str) -> list:
+    if arch_runs is None:
+        return [S.NOT_BUILT, "no config for this target"]
+    if "absent" in arch_runs:
+        return [S.ABSENT, arch_runs["absent"]]
+    if method not in V1_METHODS:
+        return [S.NOT_APPLICABLE, "runner V1 has no proposer for this method"]
+    entry = arch_runs.get(method)
+    if entry is None:
+        return [S.NOT_BUILT, "not run"]
+    if entry["ok"] is None:
+        return [S.NOT_BUILT, f"{entry['not_built']}: {entry['reason']}"]
+    if entry["ok"] and "without_layer_zero" in entry:  # the hidden-state engine, once index 0 was dropped
+        return [S.FAIL, f"with aux layer 0 (the stream entering the first layer): {entry['without_layer_zero']}"]
+    return [S.PASS, ""] if entry["ok"] else [S.FAIL, entry["reason"]]
+
+
+def _hf(reference: dict, arch_runs: dict | None) -> list:
+    """[status, why, what the reference was]."""
+    if not reference.get("reference"):
+        return [S.NOT_COMPARABLE, reference.get("reason", "no reference"), ""]
+    what = f"transformers {reference['transformers']} {reference['hf_class']}"
+    if arch_runs is None or "absent" in arch_runs:
+        why = arch_runs["absent"] if arch_runs else "not run on the CPU engine"
+        return [S.NOT_COMPARABLE, f"the CPU engine cannot run it: {why}", what]
+    run = arch_runs.get("extract_hidden_states") or {"ok": False, "reason": "not run"}
+    if not run["ok"]:
+        return [S.NOT_BUILT, f"the CPU engine failed before the forward: {run['reason']}", what]
+    aux = run["aux"]
+    status = {True: S.PASS, False: S.FAIL, None: S.NOT_COMPARABLE}[aux["ok"]]
+    return [status, aux["why"], what]
+
+
+def record(arch: str, reference: dict, v2: dict | None, v1: dict | None) -> dict:
+    """One architecture's committed record, keyed by what it depends on."""
+    v2 = v2 or {}
+    built_v2 = next((e for e in v2.values() if "built" in e), {})
+    built_v1 = next((e for e in (v1 or {}).values() if isinstance(e, dict) and "built" in e), {})
+    modules = sorted({*built_v2.get("modules", []), *built_v1.get("modules", []),
+                      *(m for e in v2.values() for m in e.get("modules", []))})
+    loaders = {m: {"v2": _v2(v2.get(m)), "v1": _v1(v1, m)} for m in METHODS}
+    data = {
+        "key": arch_key(arch, modules),
+        "modules": modules,
+        "config": f"{reference['config_class']} (transformers {reference['transformers']})"
+        if reference.get("config") else None,
+        "built": {k: e["built"] for k, e in (("v2", built_v2), ("v1", built_v1)) if "built" in e},
+        "declared": built_v2.get("declared"),
+        "inner_captures": built_v2.get("inner_mixin"),
+        "stock_loaders_reach": built_v2.get("stock_loaders_reach"),
+        "capture_at": built_v2.get("capture_at") or built_v1.get("capture_at") or [],
+        "loaders": loaders,
+        "hf": _hf(reference, v1),
+    }
+    if not reference.get("config"):
+        data["not_built"] = reference.get("reason", "no config")
+    return json.loads(json.dumps(data))  # StrEnum -> plain strings

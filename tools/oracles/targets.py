@@ -1,0 +1,92 @@
+"""Architectures transformers does not name: which config (and which Hugging Face model, if any) stands for them.
+
+ALIASES: vLLM maps the name to the same class as an architecture transformers implements (LLaMAForCausalLM is
+LlamaForCausalLM); the checkpoint and the reference states are that model's, with `architectures` renamed.
+CONFIG_ONLY: a config vLLM reads (its own config class, or a transformers config with the fields the vLLM class
+reads) and no Hugging Face implementation: the loaders are built and run, the aux states have no reference here.
+"""
+
+from __future__ import annotations
+
+ALIASES = {
+    "LLaMAForCausalLM": "LlamaForCausalLM",
+    "InternLM3ForCausalLM": "LlamaForCausalLM",
+    "IQuestCoderForCausalLM": "LlamaForCausalLM",
+    "TeleChat3ForCausalLM": "LlamaForCausalLM",
+    "NanbeigeForCausalLM": "LlamaForCausalLM",
+    "TransformersForCausalLM": "LlamaForCausalLM",
+    "TransformersMoEForCausalLM": "Qwen3MoeForCausalLM",
+    "TransformersMultiModalForCausalLM": "Qwen2VLForConditionalGeneration",
+    "TransformersMultiModalMoEForCausalLM": "Qwen3VLMoeForConditionalGeneration",
+    "ExaoneMoEForCausalLM": "ExaoneMoeForCausalLM",
+    "NemotronHPuzzleForCausalLM": "NemotronHForCausalLM",
+    "MuseGlimmerForCausalLM": "MuseGlimmerForConditionalGeneration",
+    "Qwen2_5OmniModel": "Qwen2_5OmniForConditionalGeneration",
+    "NemotronH_Nano_Omni_Reasoning_V3": "NemotronH_Omni_Reasoning_V3",
+    "NemotronH_Nano_VL_V2": "NemotronH_Omni_Reasoning_V3",
+    "NemotronH_Super_Omni_Reasoning_V3": "NemotronH_Omni_Reasoning_V3",
+    "InternS1ForConditionalGeneration": "InternVLForConditionalGeneration",
+    "PhiMoEForCausalLM": "PhimoeForCausalLM",
+    # Not the same vLLM class, but the same decoder: MiMo is Qwen2's (its MTP layers sit outside the forward).
+    "MiMoForCausalLM": "Qwen2ForCausalLM",
+}
+
+_LLAMA_MOE = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=128, norm_topk_prob=True)
+# arch -> ("transformers:<model_type>" | "vllm:<model_type>", fields set after the shrink)
+CONFIG_ONLY = {
+    "InternLM2ForCausalLM": ("transformers:llama", {}),
+    "OrionForCausalLM": ("transformers:llama", {}),
+    "Step1ForCausalLM": ("transformers:llama", {}),
+    "TeleFLMForCausalLM": ("transformers:llama", dict(use_mup=False, mup_scale_factor=1.0, output_mult=1.0)),
+    "MiniCPMForCausalLM": ("transformers:llama", dict(scale_emb=1.0, scale_depth=1.0, dim_model_base=128)),
+    "ExaoneForCausalLM": ("transformers:llama", dict(activation_function="silu", layer_norm_epsilon=1e-5)),
+    "BailingMoeForCausalLM": ("transformers:llama", dict(_LLAMA_MOE, num_shared_experts=1,
+                                                         moe_shared_expert_intermediate_size=128,
+                                                         first_k_dense_replace=1, use_bias=False,
+                                                         use_qkv_bias=False, embedding_dropout=0.0)),
+    "BailingMoeV2ForCausalLM": ("transformers:llama", dict(_LLAMA_MOE, num_shared_experts=1,
+                                                           moe_shared_expert_intermediate_size=128,
+                                                           first_k_dense_replace=1, use_bias=False,
+                                                           use_qkv_bias=False, embedding_dropout=0.0)),
+    "Param2MoEForCausalLM": ("transformers:llama", dict(_LLAMA_MOE, moe_shared_expert_intermediate_size=128,
+                                                        score_function="softmax")),
+    "Rnj1ForCausalLM": ("transformers:gemma3_text", {}),
+    "ChatGLMModel": ("vllm:chatglm", dict(original_rope=True, tie_word_embeddings=False)),
+    "ChatGLMForConditionalGeneration": ("vllm:chatglm", dict(original_rope=True, tie_word_embeddings=False)),
+    "FlintForCausalLM": ("vllm:flint", {}),
+    "Step3TextForCausalLM": ("vllm:step3_text", {}),
+    "Step3p5ForCausalLM": ("vllm:step3p5", {}),
+    "Moondream3ForCausalLM": ("vllm:moondream3", {}),
+    "HfMoondream": ("vllm:moondream3", {}),
+    "KimiK25ForConditionalGeneration": ("vllm:kimi_k25", {}),
+    "KimiK3ForConditionalGeneration": ("vllm:kimi_k3", {}),
+    "KimiVLForConditionalGeneration": ("vllm:kimi_vl", {}),
+    "Glm5NextForCausalLM": ("transformers:glm5_next_text", {}),
+    "DeepseekV41ForCausalLM": ("vllm:deepseek_v41", {}),
+    "BagelForConditionalGeneration": ("vllm:bagel", {}),
+    "IsaacForConditionalGeneration": ("vllm:isaac", {}),
+    "MiDashengLMModel": ("vllm:midashenglm", {}),
+    "FunAudioChatForConditionalGeneration": ("vllm:funaudiochat", {}),
+    "UltravoxModel": ("vllm:ultravox", {}),
+    "OpenVLAForActionPrediction": ("vllm:openvla", {}),
+    "Ovis": ("vllm:ovis", {}),
+    "DeepseekVLV2ForCausalLM": ("vllm:deepseek_vl_v2", {}),
+    "Dots3NoteForCausalLM": ("vllm:dots3_note", {}),
+    "Step3VLForConditionalGeneration": ("vllm:step3_vl", {}),
+    "Step5ForConditionalGeneration": ("vllm:step5_vl", {}),
+    "UnlimitedOCRForCausalLM": ("vllm:unlimited_ocr", {}),
+    "Alpamayo2Super": ("vllm:alpamayo2_super", {}),
+    "BailingMoeV3VLForConditionalGeneration": ("vllm:bailing_moe_v3_vl", {}),
+}
+
+
+def config_class(source: str):
+    """The config class a CONFIG_ONLY source names."""
+    kind, _, model_type = source.partition(":")
+    if kind == "transformers":
+        from transformers import AutoConfig
+
+        return type(AutoConfig.for_model(model_type))
+    from vllm.transformers_utils.config import _CONFIG_REGISTRY
+
+    return _CONFIG_REGISTRY[model_type]
