@@ -29,8 +29,12 @@ from forktool.pins import load_pin
 from forktool.project import REPO_ROOT, Project
 from forktool.sourcetree import SourceTree
 
+# The pinned release and the fork's version over it: tests name them from here, never by number.
+UPSTREAM_PIN = load_pin(REPO_ROOT / "requirements/upstream.txt")
+UPSTREAM_VERSION = UPSTREAM_PIN.version
+FORK_VERSION = f"{UPSTREAM_VERSION}+{Project().label}"
 # What `build` names the fork wheel; docker/Dockerfile copies exactly this file.
-WHEEL_NAME = "vllm-0.33.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
+WHEEL_NAME = f"vllm-{FORK_VERSION}-cp38-abi3-manylinux_2_28_x86_64.whl"
 
 # How the fork is built over the second, test-only base: with the flags its pin file names.
 CPU_PIN = "requirements/cpu-base.txt"
@@ -260,7 +264,7 @@ def series_checkout(exported_series, upstream_sdist, tmp_path_factory) -> tuple[
     patches = sorted(out.glob("*.patch"))
     touched = sorted({line[len("+++ b/"):] for p in patches for line in p.read_text().splitlines()
                       if line.startswith("+++ b/")})
-    top = "vllm-0.33.0/"
+    top = f"vllm-{UPSTREAM_VERSION}/"
     # Every Python file too: ruff sorts `from vllm.x import` as first-party only where vllm/x exists.
     wanted = {"pyproject.toml", ".pre-commit-config.yaml", ".dockerignore"} | set(touched)
     # The hooks read these: Buildkite's test definitions and the hook scripts with their data files.
@@ -275,7 +279,7 @@ def series_checkout(exported_series, upstream_sdist, tmp_path_factory) -> tuple[
     git = ["git", "-c", "user.name=base", "-c", "user.email=base@example.com"]
     subprocess.run(git + ["init", "-q"], cwd=work, check=True)
     subprocess.run(git + ["add", "-A"], cwd=work, check=True)
-    subprocess.run(git + ["commit", "-qm", "vllm 0.33.0 sdist (touched files)"], cwd=work, check=True)
+    subprocess.run(git + ["commit", "-qm", f"vllm {UPSTREAM_VERSION} sdist (touched files)"], cwd=work, check=True)
     applied = subprocess.run(git + ["am", "--keep-non-patch", *map(str, patches)], cwd=work,
                              capture_output=True, text=True)
     assert applied.returncode == 0, applied.stdout + applied.stderr

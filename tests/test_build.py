@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CPU_BUILD, WHEEL_NAME, run_forktool
+from conftest import CPU_BUILD, FORK_VERSION, UPSTREAM_VERSION, WHEEL_NAME, run_forktool
 from forktool import build as build_steps
 from forktool import wheelbuild
 from forktool.errors import ForkError
@@ -44,7 +44,7 @@ def test_build_is_byte_reproducible(built, tmp_path):
 def test_record_lists_every_file_with_its_hash(built):
     with zipfile.ZipFile(built) as wheel:
         names = wheel.namelist()
-        record_name = "vllm-0.33.0+fork.dist-info/RECORD"
+        record_name = f"vllm-{FORK_VERSION}.dist-info/RECORD"
         rows = list(csv.reader(io.StringIO(wheel.read(record_name).decode())))
         assert sorted(r[0] for r in rows) == sorted(names)
         for path, digest, size in rows:
@@ -76,11 +76,12 @@ def test_only_edited_version_and_metadata_files_differ_from_upstream(built, upst
         for info in up.infolist():
             if info.filename.endswith(".so"):
                 assert fork.getinfo(info.filename).compress_size == info.compress_size
-        metadata = fork.read("vllm-0.33.0+fork.dist-info/METADATA").decode()
-        assert "\nVersion: 0.33.0+fork\n" in metadata
-        assert not any(n.startswith("vllm-0.33.0.dist-info/") for n in fork.namelist())
+        metadata = fork.read(f"vllm-{FORK_VERSION}.dist-info/METADATA").decode()
+        assert f"\nVersion: {FORK_VERSION}\n" in metadata
+        assert not any(n.startswith(f"vllm-{UPSTREAM_VERSION}.dist-info/") for n in fork.namelist())
         version = fork.read("vllm/_version.py").decode()
-        assert "'0.33.0+fork'" in version and "(0, 33, 0, 'fork')" in version
+        release = tuple(int(part) for part in UPSTREAM_VERSION.split("."))
+        assert repr(FORK_VERSION) in version and repr((*release, FORK_VERSION.split("+")[1])) in version
 
 
 def test_edited_file_parses_and_declares_the_protocol(built):
@@ -97,7 +98,7 @@ def test_manifest_records_upstream_edits_and_overlay(built, upstream_wheel, proj
     with zipfile.ZipFile(built) as fork:
         data = _manifest(fork)
         overlay = {p: hashlib.sha256(fork.read(p)).hexdigest() for p in project.overlay()}
-    assert data["fork_version"] == "0.33.0+fork"
+    assert data["fork_version"] == FORK_VERSION
     assert data["upstream"]["sha256"] == upstream_wheel[1]
     statuses = {(e["target"], e["id"]): e["status"] for e in data["edits"]}
     assert statuses[(EDITED, "declare-supports-eagle3")] == "clean"
@@ -121,12 +122,12 @@ def _break(repo: Path, spec: str, old: str, new: str) -> None:
     (lambda r: _break(r, "vllm/models/kimi_k3/amd/linear.py.toml", 'op = "add_base"', 'op = "add_bases"'),
      "edit 'declare-supports-eagle3': unknown op 'add_bases'", 2),
     (lambda r: _break(r, "vllm/models/kimi_k3/amd/linear.py.toml", "remove_when =", "remove_after ="),
-     "edit 'import-supports-eagle3': missing provenance field 'remove_when'", 2),
+     "edit 'declare-supports-eagle3': missing provenance field 'remove_when'", 2),
     (lambda r: (r / "vllm" / "version.py").write_text("VERSION = 'mine'\n"),
-     "vllm/version.py: overlay file already exists in vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl", 1),
+     f"vllm/version.py: overlay file already exists in vllm-{UPSTREAM_VERSION}-cp38-abi3-manylinux_2_28_x86_64.whl", 1),
     (lambda r: (r / "edits" / "vllm" / "gone.py.toml").write_text(
         (r / "edits/vllm/models/kimi_k3/amd/linear.py.toml").read_text()),
-     "edits/vllm/gone.py.toml: edit 'import-supports-eagle3'", 1),
+     "edits/vllm/gone.py.toml: edit 'declare-supports-eagle3'", 1),
 ])
 def test_bad_input_stops_the_build_with_one_line_and_no_wheel(repo_copy, upstream_wheel, breakage, message, code):
     breakage(repo_copy)
@@ -208,7 +209,7 @@ def test_shipped_contract_table_is_the_audit_of_the_fork(built, fork_audit):
         namespace: dict = {}
         exec(fork.read(CONTRACT_PATH).decode(), namespace)
     table = json.loads(namespace["CONTRACT_JSON"])
-    assert table["base"] == "vllm 0.33.0+fork"
+    assert table["base"] == f"vllm {FORK_VERSION}"
     audit = oracle.apply(list(fork_audit.fork_vs_upstream), oracle.load())
     shipped = {(arch, row["cls"]): row["status"] for arch, rows in table["architectures"].items() for row in rows}
     # The build has no upstream baseline to compare with, so what the audit calls fixed ships as works.

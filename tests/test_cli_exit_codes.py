@@ -5,10 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import run_forktool
+from conftest import UPSTREAM_VERSION, run_forktool
 from forktool.internals import INTERNALS_PATH
 from forktool.project import REPO_ROOT
 from forktool.vocabulary import Exit
+
+PINNED = f"vllm=={UPSTREAM_VERSION}"
 
 # Runs `python -m forktool ARGS` after making check_base raise: a bug of ours, as a user would meet it.
 FAULTY = """
@@ -29,7 +31,7 @@ def _faulty(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_an_internal_error_is_exit_3_with_one_line():
-    done = _faulty("check", "--base", "vllm==0.33.0")
+    done = _faulty("check", "--base", PINNED)
     assert done.returncode == Exit.INTERNAL
     [line] = done.stderr.splitlines()
     assert line.startswith("forktool check: internal error: RuntimeError: simulated bug (at <string>:6;")
@@ -37,7 +39,7 @@ def test_an_internal_error_is_exit_3_with_one_line():
 
 
 def test_debug_shows_the_traceback_of_an_internal_error():
-    done = _faulty("--debug", "check", "--base", "vllm==0.33.0")
+    done = _faulty("--debug", "check", "--base", PINNED)
     assert done.returncode == Exit.INTERNAL
     assert done.stderr.startswith("Traceback (most recent call last):")
     assert 'File "<string>", line 6, in check_base' in done.stderr
@@ -51,7 +53,7 @@ def test_a_missing_flag_is_bad_input():
 def test_a_malformed_spec_is_bad_input_not_a_finding(repo_copy):
     spec = repo_copy / "edits/vllm/models/kimi_k3/amd/linear.py.toml"
     spec.write_text(spec.read_text().replace('op = "add_base"', 'op = "add_bases"', 1))
-    done = run_forktool("check", "--base", "vllm==0.33.0", repo=repo_copy)
+    done = run_forktool("check", "--base", PINNED, repo=repo_copy)
     assert done.returncode == Exit.BAD_INPUT, done.stderr
     assert done.stderr.splitlines() == [
         "forktool check: edits/vllm/models/kimi_k3/amd/linear.py.toml: edit 'declare-supports-eagle3': unknown op "

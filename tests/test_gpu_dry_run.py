@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parent / "scripts"
-sys.path.insert(0, str(SCRIPTS))
+import gpu_scenarios
 
-import gpu_scenarios  # noqa: E402  (scenario names only; it imports no vllm)
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 
 @pytest.fixture(scope="module")

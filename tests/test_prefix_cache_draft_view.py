@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks" / "prefix_cache_draft"))
 
-import draft_view  # noqa: E402
+import draft_view
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).parent / "scripts"
-sys.path.insert(0, str(SCRIPTS))
+import spec_check_batch
+import spec_check_scenarios
 
-import spec_check_batch  # noqa: E402
-import spec_check_scenarios  # noqa: E402
+SCRIPTS = Path(__file__).parent / "scripts"
+
 
 NAMES = list(spec_check_scenarios.scenarios(Path("unused")))
 

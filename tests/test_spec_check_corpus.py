@@ -6,16 +6,15 @@ Each case's expected verdict is written from vLLM 0.33.0's source (the "why" of 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+import spec_check_batch
+
 CORPUS = Path(__file__).parent / "corpus"
 SCRIPTS = Path(__file__).parent / "scripts"
-sys.path.insert(0, str(SCRIPTS))
 
-import spec_check_batch  # noqa: E402
 
 CASES = {name: case for name, case in json.loads((CORPUS / "cases.json").read_text()).items()
          if not name.startswith("_")}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_forktool
+from conftest import FORK_VERSION, run_forktool
 
 EDITED = "vllm/models/kimi_k3/amd/linear.py"
 
@@ -21,8 +21,8 @@ def tree(tmp_path_factory, upstream_sdist) -> Path:
     out = tmp_path_factory.mktemp("tree")
     done = run_forktool("tree", "--out", str(out))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == str(out / "vllm-0.33.0+fork")
-    return out / "vllm-0.33.0+fork"
+    assert done.stdout.strip() == str(out / f"vllm-{FORK_VERSION}")
+    return out / f"vllm-{FORK_VERSION}"
 
 
 def test_tree_carries_edits_overlay_and_manifest(tree, project):
@@ -32,7 +32,7 @@ def test_tree_carries_edits_overlay_and_manifest(tree, project):
     assert "SupportsEagle3" in [b.id for b in cls.bases if isinstance(b, ast.Name)]
     for path, data in project.overlay().items():
         assert (tree / path).read_bytes() == data
-    assert "0.33.0+fork" in (tree / "vllm/_fork/_manifest.py").read_text()
+    assert FORK_VERSION in (tree / "vllm/_fork/_manifest.py").read_text()
 
 
 def test_tree_rebuild_replaces_and_failed_tree_leaves_old_one(tree, repo_copy, upstream_sdist):
@@ -42,21 +42,21 @@ def test_tree_rebuild_replaces_and_failed_tree_leaves_old_one(tree, repo_copy, u
     spec.write_text(spec.read_text().replace('class = "KimiLinearForCausalLM"', 'class = "Gone"'))
     done = run_forktool("tree", "--out", str(out), repo=repo_copy)
     assert done.returncode == 1 and "matched 0 place(s)" in done.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["vllm-0.33.0+fork"]  # no partial folder
-    assert "SupportsEagle3" in (out / "vllm-0.33.0+fork" / EDITED).read_text()
+    assert sorted(p.name for p in out.iterdir()) == [f"vllm-{FORK_VERSION}"]  # no partial folder
+    assert "SupportsEagle3" in (out / f"vllm-{FORK_VERSION}" / EDITED).read_text()
 
 
 def test_tree_builds_into_the_fork_wheel_with_precompiled_kernels(tree, upstream_wheel, tmp_path):
     # The CUDA build box runs the same command without VLLM_USE_PRECOMPILED (README); here the
     # upstream kernels are reused so that the Python side of the tree is built for real on the CPU.
     env = dict(os.environ, VLLM_USE_PRECOMPILED="1", VLLM_PRECOMPILED_WHEEL_LOCATION=str(upstream_wheel[0]),
-               VLLM_VERSION_OVERRIDE="0.33.0+fork", VLLM_SKIP_VERSION_SUFFIX="1")
+               VLLM_VERSION_OVERRIDE=FORK_VERSION, VLLM_SKIP_VERSION_SUFFIX="1")
     work = tmp_path / "src"
     subprocess.run(["cp", "-r", str(tree), str(work)], check=True)
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
                            str(work), "-w", str(tmp_path / "out")], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    [wheel] = (tmp_path / "out").glob("vllm-0.33.0+fork-*.whl")
+    [wheel] = (tmp_path / "out").glob(f"vllm-{FORK_VERSION}-*.whl")
     with zipfile.ZipFile(wheel) as built:
         assert "SupportsEagle3," in built.read(EDITED).decode()
         assert "vllm/_fork/_manifest.py" in built.namelist()
