@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CPU_BUILD, FORK_VERSION, UPSTREAM_VERSION, WHEEL_NAME, run_forktool
+from fork_testing import CPU_BUILD, FORK_VERSION, UPSTREAM_VERSION, WHEEL_NAME, run_forktool
 from forktool import build as build_steps
 from forktool import wheelbuild
 from forktool.errors import ForkError

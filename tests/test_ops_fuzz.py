@@ -7,7 +7,7 @@ import ast
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import PROVENANCE
+from fork_testing import PROVENANCE
 from forktool.apply import apply_edits
 from forktool.specs import _edit_from_table
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROVENANCE
+from fork_testing import PROVENANCE
 from forktool.apply import apply_edits
 from forktool.errors import ForkError
 from forktool.ops import OPERATIONS
