@@ -9,19 +9,25 @@ from forktool.assembly import Assembly
 from forktool.audit import oracle
 from forktool.audit.classify import Row, classify
 from forktool.sourcetree import SourceTree
+from forktool.vocabulary import ContractRow, OracleAnswer, OracleStatus
 
 # A Python module like the manifest, so the sdist route ships it too.
 CONTRACT_PATH = "vllm/_fork/_contract.py"
-_KEPT = ("cls", "status", "reason", "holder_classes", "declared", "oracle")
+
+
+def contract_row(row: Row) -> ContractRow:
+    """The fields spec-check reads, typed (statuses as enum members), the oracles' answers where they ran."""
+    found = row.oracle or {}
+    loaders = {m: OracleAnswer(OracleStatus(s), why) for m, (s, why) in found.get("loaders", {}).items()}
+    hf = OracleAnswer(OracleStatus(found["hf"][0]), found["hf"][1]) if found.get("hf") else None
+    return ContractRow(row.cls, row.status, row.reason, tuple(row.holder_classes), row.declared, loaders, hf)
 
 
 def contract_rows(rows: list[Row]) -> dict[str, list[dict]]:
-    """Per architecture, its classes (one per platform where they differ) with the fields spec-check uses."""
+    """Per architecture, its classes (one per platform where they differ) as ContractRow JSON."""
     table: dict[str, list[dict]] = {}
     for row in rows:
-        entry = {key: value for key, value in row.as_dict().items() if key in _KEPT}
-        entry["holder_classes"] = list(entry["holder_classes"])
-        table.setdefault(row.arch, []).append(entry)
+        table.setdefault(row.arch, []).append(contract_row(row).to_json())
     return table
 
 

@@ -18,6 +18,8 @@ FORK_SUFFIX = ".fork.toml"
 FORK_MODULE = "vllm._fork"
 PROVENANCE = ("why", "upstream", "remove_when")
 COMMON = {"id", "op", "expect", "pr", "imports", *PROVENANCE}
+# Provenance a spec file may give once, at top level, for every edit that does not give its own.
+FILE_DEFAULTS = ("upstream", "remove_when")
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,6 @@ class Edit:
 
     spec_file: str  # repo-relative path of the spec, e.g. edits/vllm/x.py.toml
     target: str  # upstream path it edits, e.g. vllm/x.py
-    title: str  # the spec's optional title (a label; an exported PR takes its title from the series)
     id: str
     op: str
     params: dict
@@ -99,8 +100,7 @@ def _imports(where: str, value: object) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def _edit_from_table(spec_file: str, target: str, title: str, pr: str | None, index: int,
-                     table: dict) -> Edit:
+def _edit_from_table(spec_file: str, target: str, pr: str | None, index: int, table: dict) -> Edit:
     where = f"{spec_file}: edit #{index + 1}"
     edit_id = table.get("id")
     if not isinstance(edit_id, str) or not edit_id:
@@ -138,7 +138,7 @@ def _edit_from_table(spec_file: str, target: str, title: str, pr: str | None, in
         raise ForkError(f"{where}: field 'expect' must be a non-negative integer (matches required)")
     if op == "ensure_import" and expect > 1:
         raise ForkError(f"{where}: ensure_import takes expect = 1 (extend the import) or 0 (new line)")
-    return Edit(spec_file, target, title, edit_id, op, params, expect,
+    return Edit(spec_file, target, edit_id, op, params, expect,
                 table["why"].strip(), table["upstream"].strip(), table["remove_when"].strip(), pr,
                 _imports(where, table.get("imports", [])))
 
@@ -154,13 +154,15 @@ def load_spec(path: Path, edits_root: Path, repo_root: Path) -> list[Edit]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ForkError(f"{spec_file}: not valid TOML ({exc})") from exc
-    unknown = set(data) - {"title", "edit"} - (set() if fork_only else {"pr"})
+    unknown = set(data) - {"edit", *FILE_DEFAULTS} - (set() if fork_only else {"pr"})
     if unknown:
+        hint = {"pr": f" (a {FORK_SUFFIX} file is never exported: no 'pr')",
+                "title": " (a PR takes its title from upstream-prs/series.toml; describe the file in a comment)"}
         raise ForkError(f"{spec_file}: unknown top-level key(s) {sorted(unknown)}; use [[edit]] tables"
-                        + (f" (a {FORK_SUFFIX} file is never exported: no 'pr')" if "pr" in unknown else ""))
-    title = data.get("title", "")
-    if not isinstance(title, str):
-        raise ForkError(f"{spec_file}: top-level 'title' must be a string")
+                        + "".join(hint.get(key, "") for key in sorted(unknown)))
+    defaults = {key: data[key] for key in FILE_DEFAULTS if key in data}
+    if not all(isinstance(value, str) and value.strip() for value in defaults.values()):
+        raise ForkError(f"{spec_file}: top-level {sorted(defaults)} must be non-empty strings (every edit's default)")
     pr = None
     if not fork_only:
         pr = data.get("pr")
@@ -171,7 +173,9 @@ def load_spec(path: Path, edits_root: Path, repo_root: Path) -> list[Edit]:
     tables = data.get("edit")
     if not isinstance(tables, list) or not tables:
         raise ForkError(f"{spec_file}: no [[edit]] tables; delete the file or add an edit")
-    edits = [_edit_from_table(spec_file, target, title.strip(), pr, i, t) for i, t in enumerate(tables)]
+    if not all(isinstance(t, dict) for t in tables):
+        raise ForkError(f"{spec_file}: every [[edit]] must be a table")
+    edits = [_edit_from_table(spec_file, target, pr, i, {**defaults, **t}) for i, t in enumerate(tables)]
     ids = [edit.id for edit in edits]
     duplicate = next((i for i in ids if ids.count(i) > 1), None)
     if duplicate:

@@ -28,5 +28,8 @@ EditStatus = _vocabulary.EditStatus
 InternalStatus = _vocabulary.InternalStatus
 AuditStatus = _vocabulary.AuditStatus
 OracleStatus = _vocabulary.OracleStatus
+OracleAnswer = _vocabulary.OracleAnswer
+ContractRow = _vocabulary.ContractRow
 
-__all__ = ["AuditStatus", "EditStatus", "Exit", "InternalStatus", "OracleStatus", "VOCABULARY_FILE"]
+__all__ = ["AuditStatus", "ContractRow", "EditStatus", "Exit", "InternalStatus", "OracleAnswer", "OracleStatus",
+           "VOCABULARY_FILE"]

@@ -8,12 +8,10 @@
 from __future__ import annotations
 
 import compileall
-import importlib
 import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import zipfile
 from functools import cache
@@ -25,26 +23,9 @@ from filelock import FileLock
 
 from forktool.assembly import Assembly, assemble
 from forktool.fetch import cache_root, fetch
-from forktool.pins import load_pin
 from forktool.project import REPO_ROOT, Project
 from forktool.sourcetree import SourceTree
-
-# The pinned release and the fork's version over it: tests name them from here, never by number.
-UPSTREAM_PIN = load_pin(REPO_ROOT / "requirements/upstream.txt")
-UPSTREAM_VERSION = UPSTREAM_PIN.version
-FORK_VERSION = f"{UPSTREAM_VERSION}+{Project().label}"
-# What `build` names the fork wheel; docker/Dockerfile copies exactly this file.
-WHEEL_NAME = f"vllm-{FORK_VERSION}-cp38-abi3-manylinux_2_28_x86_64.whl"
-
-# How the fork is built over the second, test-only base: with the flags its pin file names.
-CPU_PIN = "requirements/cpu-base.txt"
-CPU_BUILD = ("build", "--pin", CPU_PIN, *load_pin(REPO_ROOT / CPU_PIN).build_flags)
-
-PROVENANCE = {
-    "why": "fixture",
-    "upstream": "fork-only: test fixture",
-    "remove_when": "never: test fixture",
-}
+from fork_testing import CPU_BUILD, SIGNOFF, UPSTREAM_VERSION, WHEEL_NAME, run_forktool
 
 
 # `make test` hands whole files to two pytest-xdist workers in collection order (--no-loadscope-reorder): the
@@ -75,16 +56,6 @@ def upstream_wheel(project) -> tuple[Path, str]:
 @pytest.fixture(scope="session")
 def upstream_sdist(project) -> tuple[Path, str]:
     return fetch(project.pin.name, project.pin.version, "sdist", project.pin.hashes)
-
-
-def run_forktool(*args: str, repo: Path | None = None, env: dict | None = None,
-                 cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """The real CLI in a subprocess, as a user runs it."""
-    command = [sys.executable, "-m", "forktool"]
-    if repo is not None:
-        command += ["--repo", str(repo)]
-    return subprocess.run(command + list(args), capture_output=True, text=True, env=env,
-                          cwd=cwd or REPO_ROOT)
 
 
 @pytest.fixture
@@ -199,53 +170,7 @@ def cpu_fork_build(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]
     return subprocess.CompletedProcess(*json.loads(record.read_text())), out
 
 
-def load_class(key: str):
-    """The class `package.module.Class` as Python imports it."""
-    module, _, name = key.rpartition(".")
-    return getattr(importlib.import_module(module), name)
-
-
-def assert_aux_states(out, chosen, last: int, expected, name: str) -> None:
-    """An EAGLE3 forward's output: (hidden after layer `last`, the stream at each chosen layer), as expected(layer)."""
-    import torch
-
-    assert isinstance(out, tuple), f"{name}: forward dropped the aux hidden states ({type(out).__name__})"
-    hidden, aux = out
-    torch.testing.assert_close(hidden, expected(last))
-    assert len(aux) == len(chosen)
-    for layer, state in zip(chosen, aux):
-        torch.testing.assert_close(state, expected(layer), msg=lambda m, layer=layer: f"{name}: aux state {layer}: {m}")
-
-
-def skeleton(cls):
-    """An nn.Module instance without running its __init__ (which needs a full VllmConfig and GPUs).
-
-    object.__new__, not cls.__new__: MiniCPMO's __new__ picks a versioned class from a config."""
-    import torch
-
-    instance = object.__new__(cls)
-    torch.nn.Module.__init__(instance)
-    return instance
-
-
-def real_chain(outer: str, path) -> list:
-    """The class `outer` and each (attribute, class) of `path` under it, built without __init__ and wired as the
-    constructor would (each is the named attribute of the one above), forward run eagerly: [outer, …, decoder]."""
-    chain = []
-    for attr, key in [(None, outer), *path]:
-        instance = skeleton(load_class(key))
-        instance.do_not_compile = True  # @support_torch_compile's __call__ reads it; run forward eagerly
-        if chain:
-            setattr(chain[-1], attr, instance)
-        chain.append(instance)
-    return chain
-
-
-
-# ---- export-pr series (helper "export"): the exported PR series applied to the pinned sdist, once per run ----
-
-SIGNOFF = "Fork Tester <fork-tester@example.com>"
-
+# ---- the exported PR series applied to the pinned sdist, once per run ----
 
 @pytest.fixture(scope="session")
 def exported_series(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:

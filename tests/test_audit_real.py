@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import run_forktool
+from fork_testing import run_forktool
 from forktool.cli import main
 from forktool.audit import run as audit_run
 from forktool.audit.classify import is_generation, refused_architectures

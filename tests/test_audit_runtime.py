@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import load_class
+from fork_testing import load_class
 from forktool.audit.classify import is_generation
 from forktool.vocabulary import AuditStatus as S
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CPU_BUILD, FORK_VERSION, UPSTREAM_VERSION, WHEEL_NAME, run_forktool
+from fork_testing import CPU_BUILD, FORK_VERSION, UPSTREAM_VERSION, WHEEL_NAME, run_forktool
 from forktool import build as build_steps
 from forktool import wheelbuild
 from forktool.errors import ForkError
@@ -22,6 +22,7 @@ from forktool.fetch import sha256_of
 from forktool.contract_table import CONTRACT_PATH
 from forktool.manifest import MANIFEST_PATH
 from forktool.options import BuildOptions
+from forktool.vocabulary import AuditStatus, ContractRow
 
 EDITED = "vllm/models/kimi_k3/amd/linear.py"
 
@@ -211,7 +212,10 @@ def test_shipped_contract_table_is_the_audit_of_the_fork(built, fork_audit):
     table = json.loads(namespace["CONTRACT_JSON"])
     assert table["base"] == f"vllm {FORK_VERSION}"
     audit = oracle.apply(list(fork_audit.fork_vs_upstream), oracle.load())
-    shipped = {(arch, row["cls"]): row["status"] for arch, rows in table["architectures"].items() for row in rows}
+    # Read back as spec-check reads it: typed rows, statuses as enum members (an unknown one would raise).
+    shipped = {(arch, row.cls): row.status for arch, rows in table["architectures"].items()
+               for row in map(ContractRow.from_json, rows)}
+    assert all(isinstance(status, AuditStatus) for status in shipped.values())
     # The build has no upstream baseline to compare with, so what the audit calls fixed ships as works.
     assert shipped == {(r.arch, r.cls): WORKS if r.status == FIXED else r.status for r in audit}
     assert shipped[("KimiLinearForCausalLM", "vllm.models.kimi_k3.amd.linear.KimiLinearForCausalLM")] == WORKS

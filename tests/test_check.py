@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import run_forktool
+from fork_testing import run_forktool
 
 AMD = "edits/vllm/models/kimi_k3/amd/linear.py.toml"
 CUDA = "edits/vllm/models/kimi_k3/nvidia/model.py.toml"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import UPSTREAM_VERSION, run_forktool
+from fork_testing import UPSTREAM_VERSION, run_forktool
 from forktool.internals import INTERNALS_PATH
 from forktool.project import REPO_ROOT
 from forktool.vocabulary import Exit

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import pytest
 
-from conftest import run_forktool
+from fork_testing import run_forktool
 from forktool.project import REPO_ROOT
 
 import run_llm

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import assert_aux_states, load_class, real_chain, skeleton
+from fork_testing import assert_aux_states, load_class, real_chain, skeleton
 
 HIDDEN, TOKENS, LAYERS = 8, 5, 6
 CHOSEN = (0, 2, 3, 6)  # the embedding, two inner layers and the stream after the last layer

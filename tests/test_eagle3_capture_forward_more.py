@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import assert_aux_states, real_chain
+from fork_testing import assert_aux_states, real_chain
 
 HIDDEN, TOKENS, LAYERS = 8, 5, 6
 CHOSEN = (0, 2, 3, 6)  # the stream entering the first layer, two inner layers, the output of the last layer

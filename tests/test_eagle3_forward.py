@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import assert_aux_states, load_class, skeleton
+from fork_testing import assert_aux_states, load_class, skeleton
 from forktool.audit.contract import ContractReader
 from forktool.audit.registry import REGISTRY_PATH, read_registry
 

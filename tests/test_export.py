@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import sdist_hooks
 import yaml
-from conftest import SIGNOFF, run_forktool
+from fork_testing import SIGNOFF, run_forktool
 from filelock import FileLock
 from forktool import fetch, resultcache
 from forktool.export import export_series

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from conftest import UPSTREAM_VERSION, run_forktool
+from fork_testing import UPSTREAM_VERSION, run_forktool
 from forktool.errors import ForkError
 from forktool.fetch import fetch, sha256_of
 

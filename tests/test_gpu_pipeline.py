@@ -20,7 +20,7 @@ import jsonschema
 import pytest
 import yaml
 
-from conftest import FORK_VERSION
+from fork_testing import FORK_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
 PIPELINE = REPO / ".buildkite" / "pipeline.yml"

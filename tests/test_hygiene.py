@@ -9,7 +9,7 @@ import io
 import re
 import zipfile
 
-from conftest import UPSTREAM_VERSION, WHEEL_NAME
+from fork_testing import UPSTREAM_VERSION, WHEEL_NAME
 
 
 

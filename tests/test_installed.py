@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import FORK_VERSION, UPSTREAM_VERSION, skeleton
+from fork_testing import FORK_VERSION, UPSTREAM_VERSION, skeleton
 import vllm  # the fork wheel, installed over upstream's dependencies by `make test`
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_forktool
+from fork_testing import run_forktool
 from forktool.internals import INTERNALS_PATH, check_internals, load_internals
 from forktool.project import REPO_ROOT
 from forktool.sourcetree import SourceTree

@@ -7,7 +7,7 @@ import ast
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import PROVENANCE
+from fork_testing import PROVENANCE
 from forktool.apply import apply_edits
 from forktool.specs import _edit_from_table
 
@@ -29,7 +29,7 @@ def _render(items: list[str], layout: str) -> str:
 
 
 def _edit(**fields):
-    return _edit_from_table("fuzz.toml", "m.py", "fuzz", None, 0, {"id": "fuzz", **PROVENANCE, **fields})
+    return _edit_from_table("fuzz.toml", "m.py", None, 0, {"id": "fuzz", **PROVENANCE, **fields})
 
 
 @settings(max_examples=150, deadline=None)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROVENANCE
+from fork_testing import PROVENANCE
 from forktool.apply import apply_edits
 from forktool.errors import ForkError
 from forktool.ops import OPERATIONS
@@ -20,7 +20,7 @@ CASES = sorted(p for p in FIXTURES.glob("*/*") if p.is_dir())
 def _apply(case: Path, text: str):
     """Apply the case's edit (with fixture provenance) to `text`: (changed files, the one result)."""
     table = {"id": case.name, **PROVENANCE, **tomllib.loads((case / "edit.toml").read_text())}
-    edit = _edit_from_table(f"fixtures/{case.name}.toml", "target.py", "fixture", None, 0, table)
+    edit = _edit_from_table(f"fixtures/{case.name}.toml", "target.py", None, 0, table)
     changed, [result] = apply_edits({"target.py": text}, [edit])
     return changed, result
 

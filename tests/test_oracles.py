@@ -135,9 +135,12 @@ def test_spec_check_refuses_the_method_an_oracle_saw_fail(monkeypatch):
     from vllm._fork.spec_check.findings import FAIL, PASS
     from vllm._fork.spec_check.gpus import GPUS
 
-    row = {"cls": "m.Outer", "status": "works", "reason": "", "holder_classes": ["m.Inner"], "declared": True,
-           "oracle": {"loaders": {"eagle3": ["pass", ""], "extract_hidden_states":
-                                  ["fail", "runner v2: AttributeError: no num_attention_heads"]}, "hf": ["pass"]}}
+    from vllm._fork.vocabulary import ContractRow
+
+    row = ContractRow.from_json({
+        "cls": "m.Outer", "status": "works", "reason": "", "holder_classes": ["m.Inner"], "declared": True,
+        "loaders": {"eagle3": ["pass", ""], "extract_hidden_states": ["fail", "runner v2: AttributeError: no "
+                                                                      "num_attention_heads"]}, "hf": ["pass", ""]})
     monkeypatch.setattr(tables, "rows_for", lambda arch, vendor: [row])
     gpu = GPUS["h100"]
     assert checks.aux_contract("Arch", gpu, [], method="eagle3").status == PASS

@@ -15,7 +15,7 @@ TARGET = "vllm/model.py"
 
 
 def _edit(cls: str, base: str = "SupportsEagle3", expect: int = 1) -> Edit:
-    return Edit(spec_file="edits/vllm/model.py.toml", target=TARGET, title="", id=f"add-{cls}", op="add_base",
+    return Edit(spec_file="edits/vllm/model.py.toml", target=TARGET, id=f"add-{cls}", op="add_base",
                 params={"class": cls, "base": base}, expect=expect, why="test", upstream="new: test",
                 remove_when="never")
 

@@ -32,8 +32,8 @@ def test_aux_contract_verdicts(arch, gpu, text_archs, status, phrase):
 
 
 def test_platform_classes_follow_the_gpu_vendor():
-    assert all(".amd." not in row["cls"] for row in tables.rows_for("KimiLinearForCausalLM", "nvidia"))
-    assert all(".nvidia." not in row["cls"] for row in tables.rows_for("KimiLinearForCausalLM", "amd"))
+    assert all(".amd." not in row.cls for row in tables.rows_for("KimiLinearForCausalLM", "nvidia"))
+    assert all(".nvidia." not in row.cls for row in tables.rows_for("KimiLinearForCausalLM", "amd"))
     assert tables.rows_for("Qwen3NextForCausalLM", "amd") == tables.rows_for("Qwen3NextForCausalLM", "nvidia")
 
 

@@ -13,7 +13,7 @@ from forktool.series import check_series, load_series
 from forktool.specs import load_all, load_spec
 
 
-GOOD = '''title = "[Bugfix] Declare B on C"
+GOOD = '''# Declares B on C.
 pr = "p"
 
 [[edit]]
@@ -65,7 +65,9 @@ def test_good_spec_targets_the_mirrored_upstream_path(tmp_path):
     (('id = "declare"\n', ''), "edit #1: missing field 'id'"),
     (('op = "add_base"', 'op = "add_base"\nexpect = -1'), "field 'expect' must be a non-negative integer"),
     (('[[edit]]', '[edit]'), "no [[edit]] tables"),
-    (('title = "[Bugfix] Declare B on C"', 'title = 1'), "top-level 'title' must be a string"),
+    (('# Declares B on C.', 'title = "Declare B"'), "unknown top-level key(s) ['title']; use [[edit]] tables (a PR "
+     "takes its title from upstream-prs/series.toml; describe the file in a comment)"),
+    (('pr = "p"', 'pr = "p"\nupstream = ""'), "top-level ['upstream'] must be non-empty strings"),
     (('id = "declare"', 'id = "declare"\nid = "again"'), "not valid TOML"),
 ])
 def test_bad_spec_is_one_clear_line(tmp_path, change, message):
@@ -89,6 +91,20 @@ def test_imports_field_names_module_and_name_pairs(tmp_path):
     spec = _spec(tmp_path, GOOD.replace('base = "B"\n', 'base = "B"\nimports = ["from .interfaces import A, B"]\n'))
     [edit] = load_spec(spec, tmp_path / "edits", tmp_path)
     assert edit.imports == ((".interfaces", "A"), (".interfaces", "B"))
+
+
+def test_file_level_provenance_is_each_edits_default(tmp_path):
+    two = GOOD.replace('upstream = "https://github.com/vllm-project/vllm/pull/1"\n', "").replace(
+        'pr = "p"\n', 'pr = "p"\nupstream = "https://github.com/vllm-project/vllm/pull/2"\n')
+    two += '\n[[edit]]\nid = "own"\nop = "add_base"\nclass = "D"\nbase = "B"\nwhy = "too"\n'
+    two += 'upstream = "https://github.com/vllm-project/vllm/pull/3"\nremove_when = "upstream has it"\n'
+    first, second = load_spec(_spec(tmp_path, two), tmp_path / "edits", tmp_path)
+    assert (first.upstream, second.upstream) == ("https://github.com/vllm-project/vllm/pull/2",
+                                                 "https://github.com/vllm-project/vllm/pull/3")
+    # The default is checked as the edit's own field would be: a fork-only tag in an upstreamable file is refused.
+    wrong = two.replace('upstream = "https://github.com/vllm-project/vllm/pull/2"', 'upstream = "fork-only: x"')
+    with pytest.raises(ForkError, match="edit 'declare': says 'fork-only:'"):
+        load_spec(_spec(tmp_path, wrong), tmp_path / "edits", tmp_path)
 
 
 def test_duplicate_ids_and_stray_files_are_refused(tmp_path):

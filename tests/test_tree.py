@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FORK_VERSION, run_forktool
+from fork_testing import FORK_VERSION, run_forktool
 
 EDITED = "vllm/models/kimi_k3/amd/linear.py"
 

@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "tests" / "scripts"
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(SCRIPTS)]
-from conftest import CPU_BUILD  # noqa: E402  (the one place that says how the CPU base is built)
+from fork_testing import CPU_BUILD  # noqa: E402  (the one place that says how the CPU base is built)
 from run_llm import serve_flags  # noqa: E402  (the engine settings of run_llm.py, as spec-check flags)
 
 PAIRS = [  # (target, speculative mode as run_llm.py takes it, what the user is told)

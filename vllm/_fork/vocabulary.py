@@ -5,6 +5,7 @@ Pure Python with no vLLM import, so forktool loads it from the repository and th
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 
 
@@ -85,3 +86,45 @@ class Verdict(StrEnum):
         return {Verdict.WILL_START: Exit.OK, Verdict.WILL_START_LOW_ACCEPTANCE: Exit.OK,
                 Verdict.WILL_FAIL: Exit.FINDINGS, Verdict.CANNOT_TELL: Exit.FINDINGS,
                 Verdict.BAD_INPUT: Exit.BAD_INPUT, Verdict.INTERNAL_ERROR: Exit.INTERNAL}[self]
+
+
+@dataclass(frozen=True)
+class OracleAnswer:
+    """One oracle's answer with its reason: a drafter load over both runners, or the Hugging Face comparison."""
+
+    status: OracleStatus
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class ContractRow:
+    """One class of an architecture in the build's EAGLE3 contract table: forktool writes it, spec-check reads it."""
+
+    cls: str  # module.Class
+    status: AuditStatus
+    reason: str = ""
+    holder_classes: tuple[str, ...] = ()  # module.Class of each decoder class that records the aux states
+    declared: bool | None = None  # declares SupportsEagle3 (None where the audit did not look)
+    loaders: dict[str, OracleAnswer] = field(default_factory=dict)  # method -> drafter load, where the oracles ran
+    hf: OracleAnswer | None = None  # aux states against Hugging Face's, where the oracles ran
+
+    @property
+    def proven(self) -> bool:
+        """Built and run by the oracles (tools/oracles), not only read statically."""
+        return bool(self.loaders) or self.hf is not None
+
+    def to_json(self) -> dict:
+        """Plain JSON, statuses as their values."""
+        return {"cls": self.cls, "status": str(self.status), "reason": self.reason,
+                "holder_classes": list(self.holder_classes), "declared": self.declared,
+                "loaders": {m: [str(a.status), a.why] for m, a in self.loaders.items()},
+                "hf": None if self.hf is None else [str(self.hf.status), self.hf.why]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> ContractRow:
+        """The row back with enum members; an unknown status is a ValueError (a table this code did not write)."""
+        hf = data.get("hf")
+        return cls(data["cls"], AuditStatus(data["status"]), data.get("reason", ""),
+                   tuple(data.get("holder_classes", ())), data.get("declared"),
+                   {m: OracleAnswer(OracleStatus(s), why) for m, (s, why) in (data.get("loaders") or {}).items()},
+                   None if hf is None else OracleAnswer(OracleStatus(hf[0]), hf[1]))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from vllm._fork.spec_check import params as P
 from vllm._fork.spec_check.backends import SELECTIONS, NoBackend
-from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, WARN, Finding
+from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, Finding
 from vllm._fork.spec_check.gpus import Gpu
 
 TARGET, DRAFT, INDEXER = "target attention", "draft attention", "sparse indexer"

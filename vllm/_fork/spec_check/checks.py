@@ -9,7 +9,7 @@ import re
 from vllm._fork.spec_check import tables
 from vllm._fork.spec_check.findings import FAIL, PASS, UNKNOWN, WARN, Finding
 from vllm._fork.spec_check.gpus import Gpu
-from vllm._fork.vocabulary import AuditStatus, OracleStatus
+from vllm._fork.vocabulary import AuditStatus, ContractRow, OracleStatus
 
 # The build's contract classifies the fork as built, so a fixed architecture reads "works" there ("fixed by fork"
 # only appears when forktool audit compares upstream with the fork).
@@ -152,12 +152,12 @@ def speculator(spec: Any, requested: str) -> Finding:
                    f"{spec.num_speculative_tokens} speculative tokens")
 
 
-def _oracle_failure(rows: list[dict], method: str) -> tuple[dict, str] | None:
+def _oracle_failure(rows: list[ContractRow], method: str) -> tuple[ContractRow, str] | None:
     """The first row whose oracle saw this method's drafter load fail (tools/oracles/results.json)."""
     for row in rows:
-        status, why = ((row.get("oracle") or {}).get("loaders") or {}).get(method, (OracleStatus.PASS, ""))
-        if status == OracleStatus.FAIL:
-            return row, why
+        answer = row.loaders.get(method)
+        if answer is not None and answer.status == OracleStatus.FAIL:
+            return row, answer.why
     return None
 
 
@@ -169,36 +169,36 @@ def aux_contract(arch: str, gpu: Gpu, text_archs: list[str], alternative: str = 
     if not rows:
         return Finding(name, UNKNOWN, f"{arch} is not in this build's audit table; nothing is known either way",
                        "run the runner's check on a GPU host, or use a target this build knows")
-    bad = [r for r in rows if r["status"] not in STARTS]
+    bad = [r for r in rows if r.status not in STARTS]
     failed = _oracle_failure(rows, method) if not bad else None
     if failed:
         row, why = failed
-        return Finding(name, FAIL, f"{row['cls']}: the {method} drafter does not load over it ({why})",
+        return Finding(name, FAIL, f"{row.cls}: the {method} drafter does not load over it ({why})",
                        f"use another speculative method{alternative}, or wait for a build that fixes it")
     if not bad:
-        holders = ", ".join(c.rsplit(".", 1)[-1] for c in rows[0]["holder_classes"]) or "its decoder"
-        proven = " (built and run by the oracles)" if rows[0].get("oracle") else ""
-        return Finding(name, PASS, f"{rows[0]['cls']} declares SupportsEagle3; {holders} "
+        holders = ", ".join(c.rsplit(".", 1)[-1] for c in rows[0].holder_classes) or "its decoder"
+        proven = " (built and run by the oracles)" if rows[0].proven else ""
+        return Finding(name, PASS, f"{rows[0].cls} declares SupportsEagle3; {holders} "
                        f"records aux hidden states ({gpu.vendor} classes){proven}")
     row = bad[0]
-    if row["status"] == AuditStatus.UNRESOLVABLE:
-        if row["declared"] is False:
-            return Finding(name, FAIL, f"{row['cls']} does not declare SupportsEagle3: the runner "
+    if row.status == AuditStatus.UNRESOLVABLE:
+        if row.declared is False:
+            return Finding(name, FAIL, f"{row.cls} does not declare SupportsEagle3: the runner "
                            "raises 'Model does not support EAGLE3 interface' after loading the weights",
                            f"use draft_model{alternative}, or a fork build that declares it")
         # The language model is picked from the checkpoint: decided by the text config's architecture.
         inner = [a for a in text_archs
                  if tables.rows_for(a, gpu.vendor)
-                 and all(r["status"] in STARTS for r in tables.rows_for(a, gpu.vendor))]
+                 and all(r.status in STARTS for r in tables.rows_for(a, gpu.vendor))]
         if inner:
-            return Finding(name, PASS, f"{row['cls']} declares SupportsEagle3 and its language "
+            return Finding(name, PASS, f"{row.cls} declares SupportsEagle3 and its language "
                            f"model {inner[0]} records aux hidden states")
-        return Finding(name, UNKNOWN, f"{row['cls']}: {row['reason']}; cannot tell from configs",
+        return Finding(name, UNKNOWN, f"{row.cls}: {row.reason}; cannot tell from configs",
                        "the runner decides after loading; check on a GPU host before a long deployment")
-    if row["status"] == AuditStatus.UNSUPPORTED:  # the reason says why no speculative method can work
-        return Finding(name, FAIL, f"{row['cls']}: {row['status']} ({row['reason']})",
+    if row.status == AuditStatus.UNSUPPORTED:  # the reason says why no speculative method can work
+        return Finding(name, FAIL, f"{row.cls}: {row.status} ({row.reason})",
                        "serve this architecture without --speculative-config")
-    return Finding(name, FAIL, f"{row['cls']}: {row['status']} ({row['reason']})",
+    return Finding(name, FAIL, f"{row.cls}: {row.status} ({row.reason})",
                    f"use draft_model{alternative} for this target")
 
 

@@ -58,11 +58,11 @@ def _assigned_decoder(cls: type) -> type | None:
 def decoder_classes(arch: str, gpu: Gpu) -> list[type] | None:
     """The decoder classes whose PP flag the runner reads; None when they cannot be resolved here."""
     rows = tables.rows_for(arch, gpu.vendor)
-    holders = [h for row in rows for h in row["holder_classes"]]
+    holders = [h for row in rows for h in row.holder_classes]
     if holders:
         classes = [_import(h) for h in holders]
         return None if None in classes else classes
-    outers = [_import(row["cls"]) for row in rows]
+    outers = [_import(row.cls) for row in rows]
     if not outers or None in outers:
         return None
     decoders = [_assigned_decoder(outer) for outer in outers]
