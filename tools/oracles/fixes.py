@@ -140,7 +140,14 @@ def falcon(data: dict) -> None:
     data["ffn_hidden_size"] = 4 * HIDDEN
 
 
+def glm4_moe(data: dict) -> None:
+    """vLLM's GLM-4.5 attention reads head_dim, which every published config carries (128) and transformers'
+    config class does not write (its model falls back to hidden_size // heads, the value set here)."""
+    data["head_dim"] = HIDDEN // data["num_attention_heads"]
+
+
 FIXES = {
+    "Glm4MoeForCausalLM": glm4_moe,
     "FalconForCausalLM": falcon,
     "Mamba2ForCausalLM": mamba2,
     "Qwen4ExpForCausalLM": qwen4_exp,

@@ -48,7 +48,8 @@ def _hf(reference: dict, arch_runs: dict | None) -> list:
     """[status, why, what the reference was]."""
     if not reference.get("reference"):
         return [S.NOT_COMPARABLE, reference.get("reason", "no reference"), ""]
-    what = f"transformers {reference['transformers']} {reference['hf_class']}"
+    what = f"transformers {reference['transformers']} {reference['hf_class']}" + \
+        (f" ({reference['realigned']})" if reference.get("realigned") else "")
     if arch_runs is None or "absent" in arch_runs:
         why = arch_runs["absent"] if arch_runs else "not run on the CPU engine"
         return [S.NOT_COMPARABLE, f"the CPU engine cannot run it: {why}", what]

@@ -27,11 +27,33 @@ PROMPT = [1, 17, 42, 99, 7, 250, 3, 64, 128, 5, 300, 11]
 SEED = 0
 
 
+# transformers' own convention (huggingface/transformers#2461), which EAGLE3 trainers and vLLM's aux layer ids
+# follow: hidden_states[0] is the stream entering the first layer, [i] the one entering layer i, the last after
+# the final norm. Its Mamba classes report each block's output and then the final norm's instead: no entry for the
+# stream entering the first block, every other index one layer later.
+BLOCK_OUTPUTS = ("MambaForCausalLM", "Mamba2ForCausalLM", "FalconMambaForCausalLM")
+REALIGNED = "states realigned: its hidden_states are the blocks' outputs"
+
+
 def _hidden_states(model, ids: torch.Tensor):
     """The decoder's hidden states for a text-only prompt (Qwen-Omni: its thinker, which vLLM serves)."""
     runner = getattr(model, "thinker", model)
+    if type(runner).__name__ in BLOCK_OUTPUTS:
+        return _in_the_usual_layout(runner, ids)
     out = runner(input_ids=ids, output_hidden_states=True, use_cache=False)
     return out.hidden_states
+
+
+def _in_the_usual_layout(model, ids: torch.Tensor) -> tuple:
+    """A Mamba model's states as transformers' other models report them: the stream entering the first block
+    (what the block's forward received), the outputs of all blocks but the last, then the final norm's output."""
+    entering = []
+    hook = model.base_model.layers[0].register_forward_pre_hook(lambda block, args: entering.append(args[0]))
+    try:
+        states = model(input_ids=ids, output_hidden_states=True, use_cache=False).hidden_states
+    finally:
+        hook.remove()
+    return (entering[0], *states[:-2], states[-1])
 
 
 def write_tokenizer(out: Path, vocab: int) -> None:
@@ -76,6 +98,8 @@ def write(arch: str, out: Path) -> dict:
         tensors = {f"state.{i}": s[0].float().contiguous() for i, s in enumerate(states)}
         save_file(tensors | {"prompt": torch.tensor(PROMPT)}, str(out / REFERENCE))
         record |= {"reference": True, "states": len(states), "hf_class": cls.__name__}
+        if cls.__name__ in BLOCK_OUTPUTS:
+            record["realigned"] = REALIGNED
     except Exception as exc:  # noqa: BLE001 - the record says why this architecture has no reference
         text = str(exc).strip()
         record |= {"reason": f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}",

@@ -120,9 +120,10 @@ def run_oracles(archs: list[str], work: Path, parts: tuple[str, ...] = PARTS) ->
 
 def stale(archs: list[str], results: dict) -> list[str]:
     """Architectures without a record, or whose record's key no longer matches what it depends on."""
-    from forktool.audit.oracle_keys import arch_key
+    from forktool.audit.oracle_keys import arch_keys
 
-    return [a for a in archs if a not in results or arch_key(a, results[a]["modules"]) != results[a]["key"]]
+    keys = arch_keys({a: results[a]["modules"] for a in archs if a in results})
+    return [a for a in archs if a not in results or keys[a] != results[a]["key"]]
 
 
 def main(argv: list[str]) -> int:

@@ -27,7 +27,9 @@ statically*), with a tiny checkpoint written by transformers (its own config cla
 - **Aux states vs Hugging Face**: the CPU engine with `method: "extract_hidden_states"` and every layer index
   chosen, over the checkpoint transformers wrote; each state the runner hands the proposer against transformers'
   `output_hidden_states` at the same index (float32, relative error < 1e-2, see tools/oracles/compare.py; the
-  last index is after the final norm in transformers and is not compared).
+  last index is after the final norm in transformers and is not compared). transformers' Mamba classes report
+  each block's output instead (no entry for the stream entering the first block): their states are realigned to
+  the usual layout first (tools/oracles/reference.py), and the row says so.
 - **Verdict**: the audit's (forktool audit), which takes the oracles' answer where they ran.
 
 Architectures transformers does not implement have no reference here (*not comparable*, the reason says which);
@@ -53,6 +55,8 @@ def _why(record: dict) -> str:
                 notes.append(f"{runner} {method}: {why}")
     if S(record["hf"][0]) != S.PASS and record["hf"][1]:
         notes.append(f"vs HF: {record['hf'][1]}")
+    if "realigned" in record["hf"][2]:
+        notes.append(f"vs HF: {record['hf'][2]}")
     if record.get("not_built"):
         notes.append(record["not_built"])
     unique = list(dict.fromkeys(n.replace("|", "/")[:220] for n in notes))
