@@ -19,7 +19,7 @@ class AudioOnlyTarget(nn.Module, SupportsMultiModal):
         super().__init__()
         self.config = SimpleNamespace(audio_token_index=7)
 
-    def get_language_model(self) -> nn.Module:
+    def get_language_model(self):
         return self
 
 
@@ -32,7 +32,7 @@ def test_load_model_without_image_token_index(monkeypatch):
         llm_base_proposer, "get_layers_from_vllm_config", lambda *args: {}
     )
     draft = nn.Module()
-    draft.config = SimpleNamespace()
+    draft.config = draft_config = SimpleNamespace()
     proposer = object.__new__(SpecDecodeBaseProposer)
     proposer.vllm_config = None
     proposer.supports_mm_inputs = False
@@ -44,4 +44,4 @@ def test_load_model_without_image_token_index(monkeypatch):
     monkeypatch.setattr(proposer, "_maybe_share_embeddings", stop)
     with pytest.raises(_LoadedPastPlaceholder):
         proposer.load_model(AudioOnlyTarget())
-    assert draft.config.image_token_index is None
+    assert draft_config.image_token_index is None

@@ -210,7 +210,7 @@ def single_rank(monkeypatch):
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_real_forward_returns_exactly_the_chosen_aux_states(case):
     outer, decoder = build(case)
-    assert supports_eagle3(type(outer))
+    assert supports_eagle3(outer)
     outer.set_aux_hidden_state_layers(CHOSEN)
     assert decoder.aux_hidden_state_layers == CHOSEN
     embeds = torch.randn(TOKENS, HIDDEN)
