@@ -8,8 +8,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from vllm.config import DeviceConfig, ModelConfig, ParallelConfig, SpeculativeConfig
-from vllm.config import VllmConfig
+from vllm.config import (
+    DeviceConfig,
+    ModelConfig,
+    ParallelConfig,
+    SpeculativeConfig,
+    VllmConfig,
+)
 from vllm.config import vllm as vllm_config_module
 from vllm.model_executor.models.qwen3_5_mtp import Qwen3_5MTP
 from vllm.model_executor.models.qwen3_next_mtp import Qwen3NextMTP
