@@ -10,7 +10,6 @@ loaders must find that embedding and share it with a draft that has none.
 from types import SimpleNamespace
 
 import pytest
-import torch
 from torch import nn
 
 from vllm.model_executor.layers import vocab_parallel_embedding
@@ -38,15 +37,35 @@ def one_rank(monkeypatch):
     monkeypatch.setattr(llm_base_proposer, "get_pp_group", lambda: ONE_RANK)
 
 
+class GPT2Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = VocabParallelEmbedding(VOCAB, HIDDEN)
+        self.wpe = nn.Embedding(16, HIDDEN)
+
+
 class GPT2Like(nn.Module):
     """A causal LM whose decoder is `transformer` and whose embedding is `wte`."""
 
     def __init__(self):
         super().__init__()
-        self.transformer = nn.Module()
-        self.transformer.wte = VocabParallelEmbedding(VOCAB, HIDDEN)
-        self.transformer.wpe = nn.Embedding(16, HIDDEN)
+        self.transformer = GPT2Decoder()
         self.lm_head = ParallelLMHead(VOCAB, HIDDEN)
+
+    def vocab_embedding(self) -> VocabParallelEmbedding:
+        return self.transformer.wte
+
+
+class OPTDecoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed_tokens = VocabParallelEmbedding(VOCAB, HIDDEN)
+
+
+class OPTModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.decoder = OPTDecoder()
 
 
 class OPTLike(nn.Module):
@@ -54,37 +73,40 @@ class OPTLike(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.model = nn.Module()
-        self.model.decoder = nn.Module()
-        self.model.decoder.embed_tokens = VocabParallelEmbedding(VOCAB, HIDDEN)
+        self.model = OPTModel()
         self.lm_head = ParallelLMHead(VOCAB, HIDDEN)
 
+    def vocab_embedding(self) -> VocabParallelEmbedding:
+        return self.model.decoder.embed_tokens
 
-def _draft():
+
+class DraftDecoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed_tokens = VocabParallelEmbedding(VOCAB, HIDDEN)
+
+
+class EagleHeadWithoutEmbedding(nn.Module):
     """An EAGLE3 head without its own embedding: it must take the target's."""
-    draft = nn.Module()
-    draft.has_own_embed_tokens = False
-    draft.model = nn.Module()
-    draft.model.embed_tokens = VocabParallelEmbedding(VOCAB, HIDDEN)
-    return draft
+
+    has_own_embed_tokens = False
+
+    def __init__(self):
+        super().__init__()
+        self.model = DraftDecoder()
+        self.lm_head = ParallelLMHead(VOCAB, HIDDEN)
 
 
 @pytest.mark.parametrize("target_class", [GPT2Like, OPTLike])
 def test_v2_shares_the_embedding_of_a_decoder_outside_model(target_class):
-    target, draft = target_class(), _draft()
+    target, draft = target_class(), EagleHeadWithoutEmbedding()
     inner = getattr(target, "model", target)
     eagle_utils.maybe_share_target_embed(draft, draft.model, inner)
-    expected = (
-        target.transformer.wte
-        if target_class is GPT2Like
-        else target.model.decoder.embed_tokens
-    )
-    assert draft.model.embed_tokens is expected
+    assert draft.model.embed_tokens is target.vocab_embedding()
 
 
 def test_v2_eagle_loader_takes_the_language_model_without_model(monkeypatch):
-    target, draft = GPT2Like(), _draft()
-    draft.lm_head = ParallelLMHead(VOCAB, HIDDEN)
+    target, draft = GPT2Like(), EagleHeadWithoutEmbedding()
     speculative = SimpleNamespace(
         draft_model_config=None,
         draft_lm_head_quantization=None,
@@ -103,14 +125,8 @@ def test_v2_eagle_loader_takes_the_language_model_without_model(monkeypatch):
 
 @pytest.mark.parametrize("target_class", [GPT2Like, OPTLike])
 def test_v1_shares_the_embedding_of_a_decoder_outside_model(target_class):
-    target = target_class()
+    target, draft = target_class(), EagleHeadWithoutEmbedding()
     proposer = object.__new__(SpecDecodeBaseProposer)
-    proposer.model = _draft()
+    proposer.model = draft
     proposer._maybe_share_embeddings(target)
-    expected = (
-        target.transformer.wte
-        if target_class is GPT2Like
-        else target.model.decoder.embed_tokens
-    )
-    assert proposer.model.model.embed_tokens is expected
-    assert torch.equal(proposer.model.model.embed_tokens.weight, expected.weight)
+    assert draft.model.embed_tokens is target.vocab_embedding()

@@ -2,10 +2,9 @@
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
 """The EAGLE drafter loads over a multimodal target without an image placeholder."""
 
-from types import SimpleNamespace
-
 import pytest
 from torch import nn
+from transformers import LlamaConfig, Qwen2AudioConfig
 
 from vllm.model_executor.models.interfaces import SupportsMultiModal
 from vllm.v1.spec_decode import llm_base_proposer
@@ -13,13 +12,13 @@ from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
 
 
 class AudioOnlyTarget(nn.Module, SupportsMultiModal):
-    """Like Qwen2-Audio: multimodal, but its config has no image_token_index."""
+    """Multimodal with Qwen2-Audio's config, which has no image_token_index."""
 
     def __init__(self):
         super().__init__()
-        self.config = SimpleNamespace(audio_token_index=7)
+        self.config = Qwen2AudioConfig()
 
-    def get_language_model(self) -> nn.Module:
+    def get_language_model(self):
         return self
 
 
@@ -32,7 +31,7 @@ def test_load_model_without_image_token_index(monkeypatch):
         llm_base_proposer, "get_layers_from_vllm_config", lambda *args: {}
     )
     draft = nn.Module()
-    draft.config = SimpleNamespace()
+    draft.config = draft_config = LlamaConfig()
     proposer = object.__new__(SpecDecodeBaseProposer)
     proposer.vllm_config = None
     proposer.supports_mm_inputs = False
@@ -44,4 +43,4 @@ def test_load_model_without_image_token_index(monkeypatch):
     monkeypatch.setattr(proposer, "_maybe_share_embeddings", stop)
     with pytest.raises(_LoadedPastPlaceholder):
         proposer.load_model(AudioOnlyTarget())
-    assert draft.config.image_token_index is None
+    assert draft_config.image_token_index is None

@@ -26,7 +26,7 @@ from tests.v1.spec_decode.eagle3_capture_utils import (
     bare,
     single_pp_rank,
 )
-from vllm.model_executor.models.interfaces import supports_eagle3
+from vllm.model_executor.models.interfaces import SupportsEagle3
 
 
 def _chain(outer: str, path) -> list[nn.Module]:
@@ -210,8 +210,9 @@ def single_rank(monkeypatch):
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_real_forward_returns_exactly_the_chosen_aux_states(case):
     outer, decoder = build(case)
-    assert supports_eagle3(type(outer))
-    outer.set_aux_hidden_state_layers(CHOSEN)
+    eagle3_target = outer  # narrowed to the protocol; forward stays the module's
+    assert isinstance(eagle3_target, SupportsEagle3)
+    eagle3_target.set_aux_hidden_state_layers(CHOSEN)
     assert decoder.aux_hidden_state_layers == CHOSEN
     embeds = torch.randn(TOKENS, HIDDEN)
     with torch.no_grad():

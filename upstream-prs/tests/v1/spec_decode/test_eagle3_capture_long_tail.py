@@ -16,7 +16,7 @@ from tests.v1.spec_decode.eagle3_capture_utils import (
     assert_decoder_captures,
     bare,
 )
-from vllm.model_executor.models.interfaces import EagleModelMixin, supports_eagle3
+from vllm.model_executor.models.interfaces import EagleModelMixin, SupportsEagle3
 
 PREFIX = "vllm.model_executor.models."
 
@@ -111,7 +111,7 @@ OUTER_CASES = {
 def test_outer_class_sets_aux_layers_on_its_decoder(arch):
     outer_path, attr_path, decoder_path, layers = OUTER_CASES[arch]
     outer = bare(PREFIX + outer_path)
-    assert supports_eagle3(type(outer)), f"{arch} does not declare SupportsEagle3"
+    assert isinstance(outer, SupportsEagle3), f"{arch} does not declare SupportsEagle3"
     parent = outer
     *middle, last = attr_path.split(".")
     for attr in middle:

@@ -2,42 +2,81 @@
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
 """The EAGLE3 interface error names the model class, the method and a way out."""
 
+import json
 from types import SimpleNamespace
 
 import pytest
 from torch import nn
 
+from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
 from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import (
     set_eagle3_aux_hidden_state_layers,
 )
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+# A tiny Llama target and a one-layer EAGLE3 head over it (configs only).
+LLAMA = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "vocab_size": 256,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 1024,
+    "torch_dtype": "bfloat16",
+}
+
+
+@pytest.fixture(scope="module")
+def eagle3(tmp_path_factory) -> SpeculativeConfig:
+    paths = {}
+    for name, config in {
+        "target": LLAMA,
+        "eagle3": LLAMA
+        | {"num_hidden_layers": 1, "architectures": ["Eagle3LlamaForCausalLM"]},
+    }.items():
+        paths[name] = tmp_path_factory.mktemp(name)
+        (paths[name] / "config.json").write_text(json.dumps(config))
+    target = ModelConfig(
+        model=str(paths["target"]), skip_tokenizer_init=True, max_model_len=1024
+    )
+    return SpeculativeConfig(
+        method="eagle3",
+        model=str(paths["eagle3"]),
+        num_speculative_tokens=2,
+        target_model_config=target,
+        target_parallel_config=ParallelConfig(),
+    )
 
 
 class ModelWithoutEagle3(nn.Module):
     pass
 
 
-def _check(message: str, method: str) -> None:
+def _check(message: str) -> None:
     assert message.startswith("Model does not support EAGLE3 interface")
     assert f"{__name__}.ModelWithoutEagle3 does not declare SupportsEagle3" in message
-    assert f"speculative method '{method}'" in message
+    assert "speculative method 'eagle3'" in message
     assert "'ngram'" in message and "'draft_model'" in message
 
 
-def test_model_runner_v2_error():
-    spec_config = SimpleNamespace(method="dflash")
+def test_model_runner_v2_error(eagle3):
     with pytest.raises(RuntimeError) as error:
-        set_eagle3_aux_hidden_state_layers(ModelWithoutEagle3(), spec_config)
-    _check(str(error.value), "dflash")
+        set_eagle3_aux_hidden_state_layers(ModelWithoutEagle3(), eagle3)
+    _check(str(error.value))
 
 
-def test_model_runner_v1_error():
+def test_model_runner_v1_error(eagle3):
     model = ModelWithoutEagle3()
+    # GPUModelRunner pins host buffers in __init__, which needs a CUDA driver:
+    # the runner is the state its setter reads.
     runner = SimpleNamespace(
         use_aux_hidden_state_outputs=True,
         get_model=lambda: model,
-        speculative_config=SimpleNamespace(method="eagle3"),
+        speculative_config=eagle3,
     )
     with pytest.raises(RuntimeError) as error:
         GPUModelRunner._setup_eagle3_aux_hidden_state_outputs(runner)
-    _check(str(error.value), "eagle3")
+    _check(str(error.value))

@@ -21,7 +21,11 @@ def test_mtp_layer_without_index_topk(monkeypatch):
     monkeypatch.setattr(mtp, "RMSNorm", _Recorder)
     monkeypatch.setattr(mtp, "SharedHead", _Recorder)
     monkeypatch.setattr(mtp, "Glm5NextDecoderLayer", _Recorder)
-    config = PreTrainedConfig(hidden_size=16, rms_norm_eps=1e-6, index_topk=None)
+    # transformers' Glm5NextTextConfig requires an int index_topk, so the
+    # config without the indexer is a generic one.
+    config = PreTrainedConfig.from_dict(
+        {"hidden_size": 16, "rms_norm_eps": 1e-6, "index_topk": None}
+    )
     vllm_config = SimpleNamespace(
         speculative_config=SimpleNamespace(
             draft_model_config=SimpleNamespace(hf_text_config=config)
@@ -29,4 +33,6 @@ def test_mtp_layer_without_index_topk(monkeypatch):
         scheduler_config=SimpleNamespace(max_num_batched_tokens=8),
     )
     layer = mtp.Glm5NextMultiTokenPredictorLayer(vllm_config, "model.layers.4")
-    assert layer.mtp_block.kwargs["topk_indices_buffer"] is None
+    block = layer.mtp_block
+    assert isinstance(block, _Recorder)
+    assert block.kwargs["topk_indices_buffer"] is None

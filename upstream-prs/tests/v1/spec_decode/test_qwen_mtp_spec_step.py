@@ -2,16 +2,44 @@
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
 """Multi-layer Qwen3-Next / Qwen3.5 MTP: each draft step reaches its own MTP layer."""
 
+import json
 import logging
 from types import SimpleNamespace
 
 import pytest
-from transformers import PreTrainedConfig
 
-from vllm.config import SpeculativeConfig, VllmConfig
+from vllm.config import (
+    DeviceConfig,
+    ModelConfig,
+    ParallelConfig,
+    SpeculativeConfig,
+    VllmConfig,
+)
 from vllm.config import vllm as vllm_config_module
 from vllm.model_executor.models.qwen3_5_mtp import Qwen3_5MTP
 from vllm.model_executor.models.qwen3_next_mtp import Qwen3NextMTP
+
+# A tiny text-only Qwen3.5 checkpoint with two MTP layers (config only: no
+# weights load, the draft config is rewritten from it).
+QWEN3_5 = {
+    "model_type": "qwen3_5_text",
+    "architectures": ["Qwen3_5ForCausalLM"],
+    "vocab_size": 256,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 4,
+    "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4,
+    "linear_key_head_dim": 16,
+    "linear_value_head_dim": 16,
+    "mtp_num_hidden_layers": 2,
+    "max_position_embeddings": 1024,
+    "torch_dtype": "bfloat16",
+}
 
 
 @pytest.mark.parametrize("wrapper", [Qwen3NextMTP, Qwen3_5MTP])
@@ -29,29 +57,29 @@ def test_wrapper_hands_the_step_to_its_predictor(wrapper):
     assert seen.get("spec_step_idx") == 1
 
 
-def _two_layer_qwen3_5_draft() -> PreTrainedConfig:
-    config = PreTrainedConfig(
-        architectures=["Qwen3_5ForCausalLM"], mtp_num_hidden_layers=2
+@pytest.fixture(scope="module")
+def target(tmp_path_factory) -> ModelConfig:
+    path = tmp_path_factory.mktemp("qwen3_5")
+    (path / "config.json").write_text(json.dumps(QWEN3_5))
+    return ModelConfig(model=str(path), skip_tokenizer_init=True, max_model_len=1024)
+
+
+@pytest.fixture(scope="module")
+def qwen3_5_mtp(target) -> SpeculativeConfig:
+    """Method mtp with two draft steps: the draft is the target's rewritten config."""
+    return SpeculativeConfig(
+        method="mtp",
+        num_speculative_tokens=2,
+        target_model_config=target,
+        target_parallel_config=ParallelConfig(),
     )
-    config.model_type = "qwen3_5_text"
-    return SpeculativeConfig.hf_config_override(config)
 
 
-def test_qwen3_5_rewrite_keeps_the_layer_count_for_multi_module():
-    draft = _two_layer_qwen3_5_draft()
+def test_qwen3_5_rewrite_keeps_the_layer_count_for_multi_module(qwen3_5_mtp):
+    draft = qwen3_5_mtp.draft_model_config.hf_config
     assert draft.model_type == "qwen3_5_mtp" and draft.n_predict == 2
     # use_multi_module_mtp() reads this field from the draft's top-level config.
     assert draft.num_nextn_predict_layers == 2
-
-
-@pytest.fixture
-def qwen3_5_mtp() -> SpeculativeConfig:
-    """Method mtp with two draft steps over the real rewritten draft config (the
-    draft model itself is not built)."""
-    spec = object.__new__(SpeculativeConfig)
-    spec.method, spec.num_speculative_tokens = "mtp", 2
-    spec.draft_model_config = SimpleNamespace(hf_config=_two_layer_qwen3_5_draft())
-    return spec
 
 
 def test_two_layer_qwen3_5_takes_the_multi_module_speculator(qwen3_5_mtp):
@@ -69,16 +97,20 @@ class _Warnings(logging.Handler):
         self.records.append(record)
 
 
-def test_model_runner_v1_says_it_drafts_with_the_first_layer(qwen3_5_mtp):
+def test_model_runner_v1_says_it_drafts_with_the_first_layer(
+    target, qwen3_5_mtp, monkeypatch
+):
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")
     handler = _Warnings()
     vllm_config_module.logger.addHandler(handler)
-    config = SimpleNamespace(
-        speculative_config=qwen3_5_mtp,
-        _get_v1_model_runner_unsupported_features=lambda: [],
-    )
     try:
-        VllmConfig._validate_v1_model_runner(config)
+        config = VllmConfig(
+            model_config=target,
+            speculative_config=qwen3_5_mtp,
+            device_config=DeviceConfig(device="cpu"),
+        )
     finally:
         vllm_config_module.logger.removeHandler(handler)
+    assert not config.use_v2_model_runner
     messages = [r.getMessage() for r in handler.records]
     assert any("first of the 2 MTP layers" in m for m in messages)
