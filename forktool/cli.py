@@ -88,16 +88,17 @@ def _ledger(args, project: Project) -> int:
     from forktool.ledger import LEDGER_PATH, render_ledger
 
     text = render_ledger(project)
-    path = project.root / (args.out or LEDGER_PATH)
+    # Like the other verbs' --out, a given path is the caller's (relative to the working directory).
+    path = Path(args.out) if args.out else project.root / LEDGER_PATH
+    shown = args.out or LEDGER_PATH
     if args.check:
         if path.is_file() and path.read_text(encoding="utf-8") == text:
             return Exit.OK
-        print(f"forktool ledger: {path.relative_to(project.root)} is stale; run `python -m forktool ledger`",
-              file=sys.stderr)
+        print(f"forktool ledger: {shown} is stale; run `python -m forktool ledger`", file=sys.stderr)
         return Exit.FINDINGS
     with atomic_file(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
-    print(f"wrote {path.relative_to(project.root)}")
+    print(f"wrote {shown}")
     return Exit.OK
 
 

@@ -36,3 +36,12 @@ def test_check_flags_a_stale_ledger_and_writing_makes_it_current(project, tmp_pa
     assert main(["--repo", str(copy), "ledger"]) == 0
     assert main(["--repo", str(copy), "ledger", "--check"]) == 0
     assert (copy / LEDGER_PATH).read_text() == render_ledger(Project(copy))
+
+
+def test_out_is_the_callers_path_and_check_names_it(project, tmp_path, capsys):
+    out = tmp_path / "elsewhere" / "ledger.md"
+    assert main(["--repo", str(project.root), "ledger", "--out", str(out)]) == 0
+    assert out.read_text() == render_ledger(project) and f"wrote {out}" in capsys.readouterr().out
+    out.write_text("stale\n")
+    assert main(["--repo", str(project.root), "ledger", "--out", str(out), "--check"]) == 1
+    assert f"forktool ledger: {out} is stale" in capsys.readouterr().err
