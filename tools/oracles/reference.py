@@ -70,6 +70,22 @@ def write_tokenizer(out: Path, vocab: int) -> None:
                             unk_token="<unk>", mask_token="<mask>").save_pretrained(str(out))
 
 
+# transformers 5.20 reverses both of Qwen2-Audio's renamings on save (the model type's and Qwen2AudioModel's), so
+# its own checkpoint says `language_model.model.model.*`, which neither it nor a published checkpoint uses.
+DOUBLED, PUBLISHED = "language_model.model.model.", "language_model.model."
+
+
+def _undo_double_renaming(out: Path) -> None:
+    """Tensor names as published checkpoints (and transformers' own loader) have them."""
+    from safetensors.torch import load_file, save_file
+
+    for shard in out.glob("*.safetensors"):
+        tensors = load_file(str(shard))
+        if any(name.startswith(DOUBLED) for name in tensors):
+            save_file({name.replace(DOUBLED, PUBLISHED, 1) if name.startswith(DOUBLED) else name: t
+                       for name, t in tensors.items()}, str(shard), metadata={"format": "pt"})
+
+
 def write(arch: str, out: Path) -> dict:
     """Checkpoint (or, without a Hugging Face model, config.json) and reference states of one architecture; the
     returned record is also written as JSON."""
@@ -91,6 +107,7 @@ def write(arch: str, out: Path) -> dict:
         with torch.no_grad():
             states = _hidden_states(model, torch.tensor([PROMPT]))
         model.save_pretrained(str(out))
+        _undo_double_renaming(out)
         record["config"] = True
         from safetensors.torch import save_file
 

@@ -92,8 +92,9 @@ def _drop_weights(models: Path, archs: list[str]) -> None:
             weights.unlink()
 
 
-def run_oracles(archs: list[str], work: Path, parts: tuple[str, ...] = PARTS) -> dict:
-    """The oracles over `archs` in `work`, CHUNK architectures at a time; returns {arch: record}."""
+def run_oracles(archs: list[str], work: Path, parts: tuple[str, ...] = PARTS, chunk_size: int = CHUNK):
+    """The oracles over `archs` in `work`, `chunk_size` architectures at a time; yields {arch: record} per chunk,
+    so a run cut short keeps every chunk it finished."""
     if "build" in parts:
         _unpack(_forktool_build(work / "dist"), work / "tree")
         _unpack(_forktool_build(work / "dist-cpu", *_cpu_build_flags()), work / "tree-cpu")
@@ -101,8 +102,8 @@ def run_oracles(archs: list[str], work: Path, parts: tuple[str, ...] = PARTS) ->
     base_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     test_env = base_env | {"PYTHONPATH": str(work / "tree")}
     cpu_env = base_env | {"PYTHONPATH": str(work / "tree-cpu"), "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-    for start in range(0, len(archs), CHUNK):
-        chunk, tag = archs[start:start + CHUNK], f"{start // CHUNK:02d}"
+    for start in range(0, len(archs), chunk_size):
+        chunk, tag = archs[start:start + chunk_size], f"{start // chunk_size:02d}"
         if "reference" in parts:
             _run(TEST_PY, "reference.py", [models, *chunk], test_env, work / f"reference-{tag}.log")
         built = [a for a in chunk if (models / a / "config.json").is_file()]
@@ -112,10 +113,10 @@ def run_oracles(archs: list[str], work: Path, parts: tuple[str, ...] = PARTS) ->
             _run(CPU_PY, "engines_v1.py", [models, work / "v1.json", *built], cpu_env, work / f"v1-{tag}.log")
         if {"reference", "v1"} <= set(parts):
             _drop_weights(models, chunk)
-    v2, v1 = (json.loads((work / name).read_text()) if (work / name).is_file() else {}
-              for name in ("v2.json", "v1.json"))
-    return {arch: record(arch, json.loads((models / arch / "reference.json").read_text()), v2.get(arch),
-                         v1.get(arch)) for arch in archs if (models / arch / "reference.json").is_file()}
+        v2, v1 = (json.loads((work / name).read_text()) if (work / name).is_file() else {}
+                  for name in ("v2.json", "v1.json"))
+        yield {arch: record(arch, json.loads((models / arch / "reference.json").read_text()), v2.get(arch),
+                            v1.get(arch)) for arch in chunk if (models / arch / "reference.json").is_file()}
 
 
 def stale(archs: list[str], results: dict) -> list[str]:
@@ -133,24 +134,32 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--work", type=Path, help="keep intermediate files here (default: a temporary folder)")
     parser.add_argument("--parts", default=",".join(PARTS),
                         help=f"comma-separated subset of {','.join(PARTS)} (the rest must be in --work already)")
+    parser.add_argument("--chunk", type=int, default=CHUNK, help="architectures per chunk (results saved after each)")
     args = parser.parse_args(argv)
     started = time.time()
     archs, rows = supported_architectures()
     data = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"architectures": {}}
     chosen = args.only or (stale(archs, data["architectures"]) if args.stale else archs)
-    with tempfile.TemporaryDirectory(prefix="oracles-") as scratch:
-        work = args.work or Path(scratch)
-        work.mkdir(parents=True, exist_ok=True)
-        data["architectures"].update(run_oracles(chosen, work, tuple(args.parts.split(","))) if chosen else {})
     from forktool.project import Project
+    from table import write_doc
 
     pins = Project(ROOT).pin, Project(ROOT, CPU_PIN).pin
     data["base"], data["cpu_base"] = (f"{pin.name} {pin.version}" for pin in pins)
-    data["last_run"] = {"architectures": len(chosen), "seconds": round(time.time() - started)}
-    RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    from table import write_doc
 
-    write_doc(rows, data["architectures"], DOC)
+    def save(done: int) -> None:
+        data["last_run"] = {"architectures": done, "seconds": round(time.time() - started)}
+        RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        write_doc(rows, data["architectures"], DOC)
+
+    done = 0
+    with tempfile.TemporaryDirectory(prefix="oracles-") as scratch:
+        work = args.work or Path(scratch)
+        work.mkdir(parents=True, exist_ok=True)
+        for records in run_oracles(chosen, work, tuple(args.parts.split(",")), args.chunk) if chosen else ():
+            data["architectures"].update(records)
+            done += len(records)
+            save(done)  # after every chunk: a run cut short keeps what it recorded
+    save(done)
     print(f"oracles: {len(chosen)} architectures in {round(time.time() - started)} s -> {RESULTS.relative_to(ROOT)}, "
           f"{DOC.relative_to(ROOT)}")
     return 0
