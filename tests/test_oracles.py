@@ -87,6 +87,26 @@ def test_the_table_is_generated_from_the_results(fork_audit, results):
         "docs/supported.md is hand-edited or stale: python tools/oracles/run.py --stale regenerates it"
 
 
+def test_the_readme_summary_is_generated_from_the_results(fork_audit, results):
+    from table import render_summary, with_summary
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert readme == with_summary(readme, render_summary(list(fork_audit.fork_vs_upstream), results)), \
+        "README.md's oracle summary is hand-edited or stale: python tools/oracles/run.py --tables-only regenerates it"
+
+
+def test_the_readme_summary_counts_what_the_oracles_found():
+    """A record whose states differ from Hugging Face's moves its architecture out of "works" in the summary."""
+    from table import render_summary
+
+    row = Row("Arch", "m.Outer", "_TEXT_GENERATION_MODELS", AuditStatus.WORKS, holder="model -> Inner")
+    passing = _record([OracleStatus.PASS, "7 states within 1e-06", "x"])
+    wrong = _record([OracleStatus.FAIL, "aux state 3: relative error 4.1e-01 > 1e-02", "x"])
+    assert "| works | 1 | 1 | 0 | 1 |" in render_summary([row], {"Arch": passing})
+    assert "| fails its oracle | 1 | 1 | 0 | 0 |" in render_summary([row], {"Arch": wrong})
+    assert "| not run yet (static verdict) | 1 |" in render_summary([row], {})
+
+
 def test_the_audit_takes_the_oracles_verdict(fork_audit, results):
     merged = {(r.arch, r.cls): r for r in oracle.apply(list(fork_audit.fork_vs_upstream), results)}
     ran = [r for r in merged.values() if r.oracle is not None]

@@ -31,6 +31,7 @@ from merge import record  # noqa: E402
 
 RESULTS = HERE / "results.json"
 DOC = ROOT / "docs" / "supported.md"
+README = ROOT / "README.md"
 TEST_PY = Path(os.environ.get("FORK_TEST_PYTHON", ROOT / ".venv-test" / "bin" / "python"))
 CPU_PY = Path(os.environ.get("FORK_CPU_PYTHON", ROOT / ".venv-cpu" / "bin" / "python"))
 CPU_PIN = "requirements/cpu-base.txt"
@@ -134,22 +135,27 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--work", type=Path, help="keep intermediate files here (default: a temporary folder)")
     parser.add_argument("--parts", default=",".join(PARTS),
                         help=f"comma-separated subset of {','.join(PARTS)} (the rest must be in --work already)")
+    parser.add_argument("--tables-only", action="store_true",
+                        help="only regenerate docs/supported.md and the README's summary from results.json")
     parser.add_argument("--chunk", type=int, default=CHUNK, help="architectures per chunk (results saved after each)")
     args = parser.parse_args(argv)
     started = time.time()
     archs, rows = supported_architectures()
     data = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"architectures": {}}
-    chosen = args.only or (stale(archs, data["architectures"]) if args.stale else archs)
     from forktool.project import Project
     from table import write_doc
 
+    if args.tables_only:
+        write_doc(rows, data["architectures"], DOC, README)
+        return 0
+    chosen = args.only or (stale(archs, data["architectures"]) if args.stale else archs)
     pins = Project(ROOT).pin, Project(ROOT, CPU_PIN).pin
     data["base"], data["cpu_base"] = (f"{pin.name} {pin.version}" for pin in pins)
 
     def save(done: int) -> None:
         data["last_run"] = {"architectures": done, "seconds": round(time.time() - started)}
         RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        write_doc(rows, data["architectures"], DOC)
+        write_doc(rows, data["architectures"], DOC, README)
 
     done = 0
     with tempfile.TemporaryDirectory(prefix="oracles-") as scratch:
