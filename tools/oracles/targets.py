@@ -61,7 +61,10 @@ CONFIG_ONLY = {
     "KimiK25ForConditionalGeneration": ("vllm:kimi_k25", {}),
     "KimiK3ForConditionalGeneration": ("vllm:kimi_k3", {}),
     "KimiVLForConditionalGeneration": ("vllm:kimi_vl", {}),
-    "Glm5NextForCausalLM": ("transformers:glm5_next_text", {}),
+    # GLM-5.3-Flash's published text config: fields vLLM reads that transformers' config class does not write.
+    "Glm5NextForCausalLM": ("transformers:glm5_next_text", dict(mhc=True, mla_use_nope=True, scoring_func="sigmoid",
+                                                                 topk_method="noaux_tc", indexer_rope_interleave=True,
+                                                                 num_nextn_predict_layers=1)),
     "DeepseekV41ForCausalLM": ("vllm:deepseek_v41", {}),
     "BagelForConditionalGeneration": ("vllm:bagel", {}),
     "IsaacForConditionalGeneration": ("vllm:isaac", {}),
