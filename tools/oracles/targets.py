@@ -8,6 +8,8 @@ reads) and no Hugging Face implementation: the loaders are built and run, the au
 
 from __future__ import annotations
 
+from shrink import VOCAB
+
 ALIASES = {
     "LLaMAForCausalLM": "LlamaForCausalLM",
     "InternLM3ForCausalLM": "LlamaForCausalLM",
@@ -51,6 +53,10 @@ CONFIG_ONLY = {
     "Param2MoEForCausalLM": ("transformers:llama", dict(_LLAMA_MOE, moe_shared_expert_intermediate_size=128,
                                                         score_function="softmax")),
     "Rnj1ForCausalLM": ("transformers:gemma3_text", {}),
+    # Molmo-7B-D's published config (remote code): Qwen2's decoder, layer names of its own, untied embeddings.
+    "MolmoForCausalLM": ("transformers:qwen2", dict(embedding_size=VOCAB, layer_norm_type="rms", layer_norm_eps=1e-6,
+                                                    qkv_bias=True, weight_tying=False, norm_after=False,
+                                                    attention_layer_norm=False)),
     "ChatGLMModel": ("vllm:chatglm", dict(original_rope=True, tie_word_embeddings=False)),
     "ChatGLMForConditionalGeneration": ("vllm:chatglm", dict(original_rope=True, tie_word_embeddings=False)),
     "FlintForCausalLM": ("vllm:flint", {}),
