@@ -53,7 +53,8 @@ CONFIG_ONLY = {
     "Param2MoEForCausalLM": ("transformers:llama", dict(_LLAMA_MOE, moe_shared_expert_intermediate_size=128,
                                                         score_function="softmax")),
     "Rnj1ForCausalLM": ("transformers:gemma3_text", {}),
-    # Molmo-7B-D's published config (remote code): Qwen2's decoder, layer names of its own, untied embeddings.
+    # Molmo (remote code): Qwen2's decoder plus the fields vLLM's Molmo class reads, with the kinds Molmo-7B-D uses
+    # (RMS norms, QKV bias, untied embeddings); the values were not checked against a published config.json.
     "MolmoForCausalLM": ("transformers:qwen2", dict(embedding_size=VOCAB, layer_norm_type="rms", layer_norm_eps=1e-6,
                                                     qkv_bias=True, weight_tying=False, norm_after=False,
                                                     attention_layer_norm=False)),
