@@ -5,7 +5,7 @@ Each fix takes the config as a dict (after shrink.py) and edits it in place; the
 
 from __future__ import annotations
 
-from shrink import HEAD_DIM, HIDDEN, LAYERS
+from shrink import FFN, HEAD_DIM, HEADS, HIDDEN, LAYERS, SMALL
 
 
 def _text(data: dict) -> dict:
@@ -146,6 +146,41 @@ def glm4_moe(data: dict) -> None:
     data["head_dim"] = HIDDEN // data["num_attention_heads"]
 
 
+KIMI_FULL = [i for i in range(1, LAYERS + 1) if i % 4 == 0 or i == LAYERS]  # 1-indexed, as published
+
+
+def _kimi_layers(heads: int, head_dim: int, conv: int, **gate) -> dict:
+    """Kimi's `linear_attn_config`: full (latent) attention every fourth layer and the last, KDA elsewhere."""
+    return dict(full_attn_layers=KIMI_FULL, kda_layers=[i for i in range(1, LAYERS + 1) if i not in KIMI_FULL],
+                num_heads=heads, head_dim=head_dim, short_conv_kernel_size=conv, **gate)
+
+
+def kimi_linear(data: dict) -> None:
+    """Published Kimi-Linear configs carry `linear_attn_config` (KDA and full-attention layers, 1-indexed) and
+    NoPE latent attention, which vLLM reads; transformers' class writes neither (its layer_types made to agree)."""
+    data["linear_attn_config"] = _kimi_layers(data["linear_num_heads"], data["linear_head_dim"],
+                                              data["linear_conv_kernel_dim"])
+    data["layer_types"] = ["full_attention" if i + 1 in KIMI_FULL else "linear_attention" for i in range(LAYERS)]
+    data["mla_use_nope"] = True
+
+
+def kimi_k3(data: dict) -> None:
+    """vLLM's Kimi-K3 config defaults its text part to a bare Kimi-Linear (no latent heads, no experts): the
+    published K3 text config's kinds, sized down (latent MoE at half the width, SiTU, attention residuals in
+    blocks: 12 of 93 layers published, 2 of 8 here); the vision tower's own layer count to one."""
+    text = data["text_config"]
+    text.update(q_lora_rank=SMALL["q_lora_rank"], kv_lora_rank=SMALL["kv_lora_rank"],
+                qk_nope_head_dim=SMALL["qk_nope_head_dim"], qk_rope_head_dim=SMALL["qk_rope_head_dim"],
+                v_head_dim=SMALL["v_head_dim"], mla_use_nope=True, mla_use_output_gate=True,
+                num_experts=4, num_experts_per_token=2, num_shared_experts=2, moe_intermediate_size=FFN // 2,
+                routed_expert_hidden_size=HIDDEN // 2, latent_moe_use_norm=True, hidden_act="situ",
+                activation_situ_beta=4.0, activation_situ_linear_beta=25.0, moe_router_activation_func="sigmoid",
+                topk_method="noaux_tc", moe_renormalize=True, routed_scaling_factor=1.0, first_k_dense_replace=1,
+                moe_layer_freq=1, attn_res_block_size=2)
+    text["linear_attn_config"] = _kimi_layers(HEADS, HEAD_DIM, 4, use_full_rank_gate=True, gate_lower_bound=-5.0)
+    data["vision_config"]["vt_num_hidden_layers"] = 1
+
+
 FIXES = {
     "Glm4MoeForCausalLM": glm4_moe,
     "FalconForCausalLM": falcon,
@@ -172,4 +207,6 @@ FIXES = {
     "Glm5NextForCausalLM": glm5_next,
     "Molmo2ForConditionalGeneration": molmo2,
     "MuseSparkForConditionalGeneration": muse_spark,
+    "KimiLinearForCausalLM": kimi_linear,
+    "KimiK3ForConditionalGeneration": kimi_k3,
 }

@@ -8,6 +8,8 @@ reads) and no Hugging Face implementation: the loaders are built and run, the au
 
 from __future__ import annotations
 
+from shrink import VOCAB
+
 ALIASES = {
     "LLaMAForCausalLM": "LlamaForCausalLM",
     "InternLM3ForCausalLM": "LlamaForCausalLM",
@@ -51,6 +53,11 @@ CONFIG_ONLY = {
     "Param2MoEForCausalLM": ("transformers:llama", dict(_LLAMA_MOE, moe_shared_expert_intermediate_size=128,
                                                         score_function="softmax")),
     "Rnj1ForCausalLM": ("transformers:gemma3_text", {}),
+    # Molmo (remote code): Qwen2's decoder plus the fields vLLM's Molmo class reads, with the kinds Molmo-7B-D uses
+    # (RMS norms, QKV bias, untied embeddings); the values were not checked against a published config.json.
+    "MolmoForCausalLM": ("transformers:qwen2", dict(embedding_size=VOCAB, layer_norm_type="rms", layer_norm_eps=1e-6,
+                                                    qkv_bias=True, weight_tying=False, norm_after=False,
+                                                    attention_layer_norm=False)),
     "ChatGLMModel": ("vllm:chatglm", dict(original_rope=True, tie_word_embeddings=False)),
     "ChatGLMForConditionalGeneration": ("vllm:chatglm", dict(original_rope=True, tie_word_embeddings=False)),
     "FlintForCausalLM": ("vllm:flint", {}),
@@ -61,7 +68,10 @@ CONFIG_ONLY = {
     "KimiK25ForConditionalGeneration": ("vllm:kimi_k25", {}),
     "KimiK3ForConditionalGeneration": ("vllm:kimi_k3", {}),
     "KimiVLForConditionalGeneration": ("vllm:kimi_vl", {}),
-    "Glm5NextForCausalLM": ("transformers:glm5_next_text", {}),
+    # GLM-5.3-Flash's published text config: fields vLLM reads that transformers' config class does not write.
+    "Glm5NextForCausalLM": ("transformers:glm5_next_text", dict(mhc=True, mla_use_nope=True, scoring_func="sigmoid",
+                                                                 topk_method="noaux_tc", indexer_rope_interleave=True,
+                                                                 num_nextn_predict_layers=1)),
     "DeepseekV41ForCausalLM": ("vllm:deepseek_v41", {}),
     "BagelForConditionalGeneration": ("vllm:bagel", {}),
     "IsaacForConditionalGeneration": ("vllm:isaac", {}),
