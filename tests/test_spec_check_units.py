@@ -64,6 +64,14 @@ def test_architecture_names_the_release_that_introduced_it():
     assert checks.architecture({}, "0.33.0", registered, "target").status == FAIL
 
 
+def test_a_speculators_draft_is_matched_by_its_algorithm_not_its_class():
+    dflash = {"speculators_model_type": "dflash", "architectures": ["DFlashSpeculator"]}
+    assert checks.requested_method({"method": "dflash"}, {}, dflash) is None
+    eagle3 = checks.requested_method({"method": "dflash"}, {}, {"speculators_model_type": "eagle3"})
+    assert eagle3.status == FAIL and "a speculators checkpoint (eagle3)" in eagle3.reason
+    assert "use method 'eagle3'" in eagle3.fix
+
+
 def test_config_folder_accepts_a_folder_or_a_config_file(tmp_path):
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "ckpt" / "config.json").write_text(json.dumps({"architectures": ["X"]}))
