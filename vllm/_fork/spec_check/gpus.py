@@ -21,9 +21,10 @@ class Gpu:
         return f"{self.name} ({self.memory_bytes / GIB:.0f} GiB, {self.target})"
 
 
-# Memory as each vendor's data sheet states it (NVIDIA's GB200 NVL72: up to 186 GB per GPU; GeForce RTX 3090:
-# 24 GB GDDR6X; RTX A6000: 48 GB GDDR6; DGX Spark: 128 GB LPDDR5x shared by CPU and GPU, of which CUDA reports
-# about 119.7 GB, so it is given in decimal gigabytes). Ampere consumer and workstation cards are SM86, GB10 SM121.
+# Memory as each vendor's data sheet states it (NVIDIA's GB200 NVL72: up to 186 GB per GPU). GeForce RTX 3090: 24 GB
+# GDDR6X (NVIDIA's launch spec, GA102); RTX A6000: 48 GB GDDR6 (its spec table, servethehome.com); both Ampere GA102,
+# SM86. DGX Spark: GB10, sm_121, 128 GB LPDDR5X shared by CPU and GPU (NVIDIA's spec sheet as mirrored at
+# dgx-spark.warehack.ing/hardware): given in decimal gigabytes, since the GPU sees about 119.7 GB of it.
 GPUS = {
     "a100": Gpu("A100 80GB", "nvidia", 80 * GIB, (8, 0), "sm80"),
     "rtx3090": Gpu("GeForce RTX 3090", "nvidia", 24 * GIB, (8, 6), "sm86"),
