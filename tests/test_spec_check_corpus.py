@@ -6,6 +6,7 @@ Each case's expected verdict is written from vLLM 0.33.0's source (the "why" of 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,11 @@ def test_corpus_verdict(results, name):
         assert statuses.get(check) == status, f"{name}: {check} is {statuses.get(check)}: {report['checks']}"
     text = " ".join(f"{c['reason']} {c['fix']}" for c in report["checks"])
     assert case.get("says", "") in text, text
+
+
+def test_the_readme_check_table_names_corpus_cases_that_exist():
+    """README's table of failure classes points at corpus cases by name: a renamed case must not leave it dangling."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    table = readme[readme.index("| class of failure |"):].split("\n\n")[0]
+    named = set(re.findall(r"`([a-z0-9_]+)`", table))
+    assert len(named) >= 10 and named <= set(CASES), named - set(CASES)

@@ -64,6 +64,34 @@ def test_architecture_names_the_release_that_introduced_it():
     assert checks.architecture({}, "0.33.0", registered, "target").status == FAIL
 
 
+def test_a_speculators_draft_is_matched_by_its_algorithm_not_its_class():
+    dflash = {"speculators_model_type": "dflash", "architectures": ["DFlashSpeculator"]}
+    assert checks.requested_method({"method": "dflash"}, {}, dflash) is None
+    eagle3 = checks.requested_method({"method": "dflash"}, {}, {"speculators_model_type": "eagle3"})
+    assert eagle3.status == FAIL and "a speculators checkpoint (eagle3)" in eagle3.reason
+    assert "use method 'eagle3'" in eagle3.fix
+
+
+@pytest.mark.parametrize("gpu, chosen, non_causal, status", [
+    ("gb10", "FLASH_ATTN", True, UNKNOWN),  # the path vllm#50707 saw device-assert
+    ("rtx-pro-6000", "FLASH_ATTN", True, UNKNOWN),  # SM120 runs the same FA2 kernel
+    ("gb10", "FLASHINFER", True, PASS),
+    ("gb10", "FLASH_ATTN", False, PASS),  # causal layers on FA2 are not what the report saw fail
+    ("h100", "FLASH_ATTN", True, PASS),
+    ("a100", "FLASH_ATTN", True, PASS),
+])
+def test_non_causal_draft_layers_on_fa2_on_sm12x_cannot_be_told(gpu, chosen, non_causal, status):
+    import types
+
+    from vllm._fork.spec_check.attention import draft_finding
+    from vllm._fork.spec_check.backends import Selection
+
+    layer = types.SimpleNamespace(head_size=128, use_mla=False, has_sliding_window=False, use_non_causal=non_causal)
+    finding = draft_finding([Selection(layer, 32, chosen)], GPUS[gpu])
+    assert (finding.status, chosen in finding.reason) == (status, True), finding
+    assert ("vllm#50707" in finding.reason) == (status == UNKNOWN)
+
+
 def test_config_folder_accepts_a_folder_or_a_config_file(tmp_path):
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "ckpt" / "config.json").write_text(json.dumps({"architectures": ["X"]}))

@@ -5,7 +5,8 @@
 GLM-5's tensor index (layers 0-77 and its MTP layer 78, names as vLLM's DeepSeek-V3.2/GLM-5 loader reads them;
 of the 256 routed experts per layer only expert 0 is listed), the same index without layer 78 (a repack that
 dropped the MTP layer, vllm#35548), a Quark-quantized GLM-5 whose MTP layer is stored in BF16 with no exclude
-entry (vllm#49187), and z-lab's Qwen3-8B DFlash draft in its published tensor layout. Safetensors files are
+entry (vllm#49187), z-lab's Qwen3-8B DFlash draft in its published tensor layout, RedHatAI's Gemma-4 DFlash draft in
+the speculators layout and an EAGLE3 head that ships its own embed_tokens (vllm#18906). Safetensors files are
 written as their header alone (names, dtypes, shapes; no weight bytes), which is all spec-check reads.
 """
 
@@ -87,6 +88,49 @@ def dflash_tensors(c: dict) -> dict[str, list[int]]:
     return shapes
 
 
+def speculators_dflash_tensors(c: dict) -> dict[str, list[int]]:
+    """Name -> shape of a speculators-format DFlash draft (RedHatAI's Gemma-4 one, SOURCES.md): fc over the
+    target's aux states, hidden_norm, norm, a draft-vocabulary lm_head with its d2t/t2d maps, Qwen3-style layers."""
+    layer = c["transformer_layer_config"]
+    hidden, heads, kv, head = (layer["hidden_size"], layer["num_attention_heads"], layer["num_key_value_heads"],
+                               layer["head_dim"])
+    width, taps = layer["intermediate_size"], len(c["aux_hidden_state_layer_ids"])
+    shapes = {"fc.weight": [hidden, taps * c["target_hidden_size"]], "hidden_norm.weight": [hidden],
+              "norm.weight": [hidden], "lm_head.weight": [c["draft_vocab_size"], hidden],
+              "d2t": [c["draft_vocab_size"]], "t2d": [layer["vocab_size"]]}
+    for n in range(layer["num_hidden_layers"]):
+        p = f"layers.{n}."
+        shapes |= {p + "input_layernorm.weight": [hidden], p + "post_attention_layernorm.weight": [hidden],
+                   p + "self_attn.q_proj.weight": [heads * head, hidden],
+                   p + "self_attn.k_proj.weight": [kv * head, hidden],
+                   p + "self_attn.v_proj.weight": [kv * head, hidden],
+                   p + "self_attn.o_proj.weight": [hidden, heads * head],
+                   p + "self_attn.q_norm.weight": [head], p + "self_attn.k_norm.weight": [head],
+                   p + "mlp.gate_proj.weight": [width, hidden], p + "mlp.up_proj.weight": [width, hidden],
+                   p + "mlp.down_proj.weight": [hidden, width]}
+    return shapes
+
+
+def eagle3_tensors(c: dict) -> dict[str, list[int]]:
+    """Name -> shape of an EAGLE3 head in the SafeAILab/SpecForge layout (one `midlayer` whose attention reads
+    [embedding, hidden], fc over three aux states, a draft-vocabulary lm_head with d2t/t2d), plus the
+    embed_tokens the checkpoint of vllm#18906 shipped. Sizes follow the config (LlamaConfig defaults where absent)."""
+    from transformers import LlamaConfig
+
+    d = LlamaConfig(**{k: v for k, v in c.items() if k not in ("architectures", "draft_vocab_size")})
+    hidden, head = d.hidden_size, d.hidden_size // d.num_attention_heads
+    q, kv, width = d.num_attention_heads * head, d.num_key_value_heads * head, d.intermediate_size
+    p = "midlayer."
+    return {"fc.weight": [hidden, 3 * hidden], "norm.weight": [hidden], "lm_head.weight": [c["draft_vocab_size"], hidden],
+            "d2t": [c["draft_vocab_size"]], "t2d": [d.vocab_size], "embed_tokens.weight": [d.vocab_size, hidden],
+            p + "input_layernorm.weight": [hidden], p + "hidden_norm.weight": [hidden],
+            p + "post_attention_layernorm.weight": [hidden],
+            p + "self_attn.q_proj.weight": [q, 2 * hidden], p + "self_attn.k_proj.weight": [kv, 2 * hidden],
+            p + "self_attn.v_proj.weight": [kv, 2 * hidden], p + "self_attn.o_proj.weight": [hidden, q],
+            p + "mlp.gate_proj.weight": [width, hidden], p + "mlp.up_proj.weight": [width, hidden],
+            p + "mlp.down_proj.weight": [hidden, width]}
+
+
 def index(c: dict, layers: range) -> dict:
     weight_map = {"model.embed_tokens.weight": f"model-00001-of-{SHARDS:05d}.safetensors",
                   "model.norm.weight": f"model-{SHARDS:05d}-of-{SHARDS:05d}.safetensors",
@@ -97,14 +141,18 @@ def index(c: dict, layers: range) -> dict:
     return {"metadata": {"note": "assembled by tests/corpus/assemble.py (see SOURCES.md)"}, "weight_map": weight_map}
 
 
-def header_only(path: Path, tensors: dict[str, list[int]], dtype: str) -> None:
+BYTES = {"BF16": 2, "I64": 8, "BOOL": 1}
+
+
+def header_only(path: Path, tensors: dict[str, list[int]], dtype: str, dtypes: dict[str, str] | None = None) -> None:
     """A safetensors file of the header alone: names, dtypes, shapes and offsets, no weight bytes after it."""
     header, offset = {}, 0
     for name, shape in sorted(tensors.items()):
-        size = 2
+        kind = (dtypes or {}).get(name, dtype)
+        size = BYTES[kind]
         for dim in shape:
             size *= dim
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        header[name] = {"dtype": kind, "shape": shape, "data_offsets": [offset, offset + size]}
         offset += size
     encoded = json.dumps(header, separators=(",", ":")).encode()
     encoded += b" " * (-len(encoded) % 8)
@@ -131,6 +179,12 @@ def main() -> None:
     header_only(quark / f"model-{SHARDS:05d}-of-{SHARDS:05d}.safetensors", mtp, "BF16")
     dflash = CONFIGS / "Qwen3-8B-DFlash-b16"
     header_only(dflash / "model.safetensors", dflash_tensors(json.loads((dflash / "config.json").read_text())), "BF16")
+    eagle3 = CONFIGS / "EAGLE3-LLaMA3.1-8B-with-embed_tokens"
+    header_only(eagle3 / "model.safetensors", eagle3_tensors(json.loads((eagle3 / "config.json").read_text())), "BF16",
+                {"d2t": "I64", "t2d": "BOOL"})
+    gemma = CONFIGS / "gemma-4-31B-it-speculator.dflash"
+    header_only(gemma / "model.safetensors", speculators_dflash_tensors(json.loads((gemma / "config.json").read_text())),
+                "BF16", {"d2t": "I64", "t2d": "BOOL"})
 
 
 if __name__ == "__main__":

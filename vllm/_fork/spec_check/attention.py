@@ -139,7 +139,24 @@ def draft_finding(selections: list, gpu: Gpu) -> Finding | None:
                   "sliding" * bool(config.has_sliding_window), "non-causal" * bool(config.use_non_causal)]
         groups[(", ".join(t for t in traits if t), selection.describe())] += 1
     text = "; ".join(f"{traits}: {backend}" for (traits, backend), _ in groups.items())
+    if _fa2_non_causal_on_sm12x(selections, gpu):
+        return Finding(DRAFT, UNKNOWN, f"{text} on {gpu.name} ({gpu.target}): vLLM's own checks accept FLASH_ATTN for "
+                       "non-causal layers here (platforms/cuda.py _get_backend_priorities lists it first outside "
+                       "SM10x; FlashAttentionBackend takes non-causal and capability >= 8.0), and on SM12x it runs "
+                       "FA2 (fa_utils.get_flash_attn_version), whose varlen kernel device-asserted at engine startup "
+                       "for a DFlash draft on GB10 after every Python check passed (vllm#50707); only the kernel "
+                       "can tell", SM12X_FIX)
     return Finding(DRAFT, PASS, f"{text} on {gpu.name} ({gpu.target})")
+
+
+SM12X_FIX = ('set "attention_backend": "FLASHINFER" in the speculative config (vLLM accepts it for non-causal draft '
+             "layers), or run one request on the GPU host before a long deployment")
+
+
+def _fa2_non_causal_on_sm12x(selections: list, gpu: Gpu) -> bool:
+    """A non-causal draft layer on FLASH_ATTN on an SM12x GPU: the path vllm#50707 saw die in the kernel."""
+    return gpu.vendor == "nvidia" and gpu.capability[0] == 12 and any(
+        s.chosen == "FLASH_ATTN" and getattr(s.config, "use_non_causal", False) for s in selections)
 
 
 def no_backend_finding(exc: NoBackend, gpu: Gpu) -> Finding:

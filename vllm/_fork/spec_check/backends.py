@@ -115,7 +115,11 @@ def _shipped_extensions_loaded(reread: bool = True):
         for name in AVAILABILITY_MODULES if reread else ():
             if name in sys.modules and name not in _REREAD:
                 _REREAD.add(name)
-                importlib.reload(sys.modules[name])
+                if name.rpartition(".")[0] in sys.modules:
+                    importlib.reload(sys.modules[name])
+                else:  # its package failed to import here (a model's config hook asked first): import it afresh
+                    del sys.modules[name]
+                    importlib.import_module(name)
         yield
     finally:
         for name in added:

@@ -72,15 +72,16 @@ def requested_method(spec: dict, target: dict, draft: dict | None) -> Finding | 
     if method not in ("dflash", "dflash2") or draft is None:
         return None
     archs = list(draft.get("architectures") or [])
-    fits = "speculators" if draft.get("speculators_model_type") else method_for_draft(archs)
+    # A speculators checkpoint names its algorithm (SpeculatorsConfig reads speculators_model_type), not its class.
+    kind = draft.get("speculators_model_type")
+    fits = kind or method_for_draft(archs)
     wanted = {"dflash2": ("dflash2",), "dflash": ("dflash", "dflash2")}[method]
     if fits is None or fits in wanted:
         return None
-    use = draft.get("speculators_model_type") if fits == "speculators" else fits
     return Finding("speculative config", FAIL, f"method '{method}' needs a "
                    f"{'DFlash2' if method == 'dflash2' else 'DFlash'} draft, but the draft is "
-                   f"{', '.join(archs) or 'a speculators checkpoint'}",
-                   f"use method '{use}' for this draft" if use else "use the method the draft's model card gives")
+                   f"{f'a speculators checkpoint ({kind})' if kind else ', '.join(archs)}",
+                   f"use method '{fits}' for this draft")
 
 
 def architecture(config: dict, version: str, registered: set[str], what: str) -> Finding:
