@@ -67,8 +67,10 @@ def test_aux_layer_zero_is_the_embedding_output(aux_layers, monkeypatch):
 
     with torch.no_grad():
         embeds = model.embed_tokens(input_ids)
-        hidden_states, aux = model.forward(input_ids, torch.arange(3), None)
+        out = model.forward(input_ids, torch.arange(3), None)
 
+    assert isinstance(out, tuple), "no aux hidden states returned"
+    hidden_states, aux = out
     torch.testing.assert_close(hidden_states, embeds + NUM_LAYERS)
     assert len(aux) == len(aux_layers)
     for layer, state in zip(aux_layers, aux):
