@@ -34,6 +34,9 @@ KV_PLANNING = {"edits/vllm/v1/core/kv_cache_planning.py.fork.toml"}
 # arrived after 0.27.0; before 0.27.0 the V2 aux-layer reader was written differently (TurboQuant's method applies
 # there: the imports it asks for are added as new lines where 0.23.0 has no from-import to extend).
 OFFLOAD = {"edits/vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py.toml"}
+# DeepseekV2Model.forward's record after the last layer (vllm#46973) arrived after 0.23.0: the layer-0 guard, which
+# takes both equal records, finds one there.
+DEEPSEEK_AUX = {"edits/vllm/model_executor/models/deepseek_v2.py.toml"}
 V1_LIMITS = {"edits/vllm/config/vllm.py.toml"}
 BEFORE_0_27 = {"edits/vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py.toml"}
 # Runner V2's EAGLE loader shares the target embedding through code that 0.33.0 wrote anew (and DSpark's loader
@@ -88,7 +91,7 @@ def _statuses(stdout: str) -> dict[tuple[str, str], str]:
     ("vllm==0.23.0", {AMD: "broken", CUDA: "broken",
                       QWEN: "clean", **AFTER_0_23}, 1,
      GLM_MTP_ALL | KV_PLANNING | DFLASH2_SPECULATOR | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD
-     | V1_LIMITS | BEFORE_0_27 | DRAFTER_LOADERS_ALL),
+     | V1_LIMITS | BEFORE_0_27 | DRAFTER_LOADERS_ALL | DEEPSEEK_AUX),
 ])
 def test_check_reports_each_edit(check, base, expected, code, other_broken):
     done = check(base)

@@ -183,6 +183,8 @@ DEFECTS = (
     "FalconH1ForCausalLM does not declare SupportsEagle3",  # eagle3-capture-hybrid
     "HYV3ForCausalLM does not declare SupportsEagle3",  # eagle3-capture-recent
     "GemmaForCausalLM does not declare SupportsEagle3",  # eagle3-capture-long-tail
+    # eagle3-capture-deepseek-layer-zero
+    "deepseek_v2.py:1562: TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType'",
     "assert 'glm5_next_text' == 'glm5_next_mtp'",  # glm5-mtp-text-only
     "has no attribute 'num_nextn_predict_layers'",  # glm5-mtp-multi-layer
     "vllm/models/glm5next/common/model.py",  # glm5-mtp-no-indexer
