@@ -148,7 +148,10 @@ def main(argv: list[str]) -> int:
     if args.tables_only:
         write_doc(rows, data["architectures"], DOC, README)
         return 0
-    chosen = args.only or (stale(archs, data["architectures"]) if args.stale else archs)
+    from targets import NOT_RECORDED
+
+    chosen = [a for a in args.only or (stale(archs, data["architectures"]) if args.stale else archs)
+              if a not in NOT_RECORDED]
     pins = Project(ROOT).pin, Project(ROOT, CPU_PIN).pin
     data["base"], data["cpu_base"] = (f"{pin.name} {pin.version}" for pin in pins)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from forktool.audit import oracle
 from forktool.audit.classify import is_generation
 from forktool.vocabulary import OracleStatus as S
+from targets import NOT_RECORDED
 
 MARK = {S.PASS: "pass", S.FAIL: "**fail**", S.NOT_BUILT: "not built", S.ABSENT: "not in base",
         S.NOT_APPLICABLE: "n/a", S.NOT_COMPARABLE: "not comparable"}
@@ -80,7 +81,9 @@ def render(rows: list, results: dict, cpu_base: str = "0.32.0") -> str:
                      f"{_cell(record['loaders'], V1, 'v1')} | {hf} | {_why(record)} |")
     supported = {r.arch for r in rows if is_generation(r) and r.status in oracle.STATIC_SUPPORTED}
     lines += ["", f"Recorded: {len(supported & set(results))} of the {len(supported)} architectures the static "
-              f"audit calls supported.", "", _counts(merged, results)]
+              f"audit calls supported.", "", _counts(merged, results), "",
+              "Not recorded, on purpose (their static verdict stands):", ""]
+    lines += [f"- {arch}: {why}" for arch, why in sorted(NOT_RECORDED.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -118,7 +121,9 @@ def render_summary(rows: list, results: dict) -> str:
         lines.append(f"| {verdict} | {len(archs)} | {sum(_passes(r, 'v2') for r in records)} | "
                      f"{sum(_passes(r, 'v1') for r in records)} | "
                      f"{sum(S(r['hf'][0]) == S.PASS for r in records)} |")
-    lines.append(f"| not run yet (static verdict) | {len(supported - set(results))} | | | |")
+    lines.append(f"| not run yet (static verdict) | {len(supported - set(results) - set(NOT_RECORDED))} | | | |")
+    lines.append(f"| not recorded, on purpose (docs/supported.md says why) | {len(supported & set(NOT_RECORDED))} "
+                 "| | | |")
     return "\n".join(lines) + "\n"
 
 

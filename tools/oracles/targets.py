@@ -90,6 +90,14 @@ CONFIG_ONLY = {
 }
 
 
+# Architectures the oracles do not record, and why: a tiny checkpoint of theirs fails where a published one loads,
+# so its record would make spec-check refuse deployments that start. docs/supported.md lists them with the reason.
+NOT_RECORDED = {
+    "Molmo2ForConditionalGeneration": "transformers 5.20 writes Molmo2's native layout (vision_config); vLLM 0.33.0's "
+    "class reads the remote-code layout published checkpoints carry (vit_config), so no tiny checkpoint here loads",
+}
+
+
 def config_class(source: str):
     """The config class a CONFIG_ONLY source names."""
     kind, _, model_type = source.partition(":")
