@@ -105,10 +105,12 @@ def muse_spark(data: dict) -> None:
 
 
 def afmoe(data: dict) -> None:
-    """vLLM's AFMoE reads score_func and route_norm, which published config.json files carry and transformers'
-    class omits."""
+    """vLLM's AFMoE reads score_func, route_norm and the expert-group fields, which published config.json files
+    carry (arcee-ai/Trinity-Nano: n_group 1, topk_group 1) and transformers' class omits."""
     data.setdefault("score_func", "sigmoid")
     data.setdefault("route_norm", True)
+    data.setdefault("n_group", 1)
+    data.setdefault("topk_group", 1)
 
 
 def noaux_tc(data: dict) -> None:
