@@ -120,6 +120,22 @@ def run_oracles(archs: list[str], work: Path, parts: tuple[str, ...] = PARTS, ch
                             v1.get(arch)) for arch in chunk if (models / arch / "reference.json").is_file()}
 
 
+def inputs_digest() -> str:
+    """Everything a record's key reads from this checkout (the edits, the oracles' code, the pins and the formatter):
+    the tree the run built and the keys its records get must come from the same inputs."""
+    import hashlib
+
+    from forktool.audit.oracle_keys import FORK_FILES, FORMATTER, LOCKS, ORACLE_CODE, PINS
+
+    files = sorted({*(ROOT / "edits").rglob("*.toml"), *HERE.glob("*.py"),
+                    *(ROOT / name for name in PINS + LOCKS + ORACLE_CODE + FORK_FILES + FORMATTER)})
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + (path.read_bytes() if path.is_file() else b"")
+                      + b"\0")
+    return digest.hexdigest()
+
+
 def stale(archs: list[str], results: dict) -> list[str]:
     """Architectures without a record, or whose record's key no longer matches what it depends on."""
     from forktool.audit.oracle_keys import arch_keys
@@ -155,7 +171,12 @@ def main(argv: list[str]) -> int:
     pins = Project(ROOT).pin, Project(ROOT, CPU_PIN).pin
     data["base"], data["cpu_base"] = (f"{pin.name} {pin.version}" for pin in pins)
 
+    before = inputs_digest()
+
     def save(done: int) -> None:
+        if inputs_digest() != before:  # a record's key is computed now, from the checkout; its tree was built before
+            raise SystemExit("oracles: the edits or the oracles' code changed during the run; the last chunk is not "
+                             "saved (its key would name code it did not run): run again with --stale")
         data["last_run"] = {"architectures": done, "seconds": round(time.time() - started)}
         RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
         write_doc(rows, data["architectures"], DOC, README)
