@@ -76,16 +76,18 @@ def dflash_tensors(c: dict) -> dict[str, list[int]]:
     width, targets = c["intermediate_size"], len(c["dflash_config"]["target_layer_ids"])
     shapes = {"fc.weight": [hidden, targets * hidden], "hidden_norm.weight": [hidden], "norm.weight": [hidden]}
     for layer in range(c["num_hidden_layers"]):
-        p = f"layers.{layer}."
-        shapes |= {p + "input_layernorm.weight": [hidden], p + "post_attention_layernorm.weight": [hidden],
-                   p + "self_attn.q_proj.weight": [heads * head, hidden],
-                   p + "self_attn.k_proj.weight": [kv * head, hidden],
-                   p + "self_attn.v_proj.weight": [kv * head, hidden],
-                   p + "self_attn.o_proj.weight": [hidden, heads * head],
-                   p + "self_attn.q_norm.weight": [head], p + "self_attn.k_norm.weight": [head],
-                   p + "mlp.gate_proj.weight": [width, hidden], p + "mlp.up_proj.weight": [width, hidden],
-                   p + "mlp.down_proj.weight": [hidden, width]}
+        shapes |= _qwen3_layer(f"layers.{layer}.", hidden, heads, kv, head, width)
     return shapes
+
+
+def _qwen3_layer(p: str, hidden: int, heads: int, kv: int, head: int, width: int) -> dict[str, list[int]]:
+    """Name -> shape of one Qwen3 decoder layer's tensors (the layers DFlash drafts are made of)."""
+    return {p + "input_layernorm.weight": [hidden], p + "post_attention_layernorm.weight": [hidden],
+            p + "self_attn.q_proj.weight": [heads * head, hidden], p + "self_attn.k_proj.weight": [kv * head, hidden],
+            p + "self_attn.v_proj.weight": [kv * head, hidden], p + "self_attn.o_proj.weight": [hidden, heads * head],
+            p + "self_attn.q_norm.weight": [head], p + "self_attn.k_norm.weight": [head],
+            p + "mlp.gate_proj.weight": [width, hidden], p + "mlp.up_proj.weight": [width, hidden],
+            p + "mlp.down_proj.weight": [hidden, width]}
 
 
 def speculators_dflash_tensors(c: dict) -> dict[str, list[int]]:
@@ -99,15 +101,7 @@ def speculators_dflash_tensors(c: dict) -> dict[str, list[int]]:
               "norm.weight": [hidden], "lm_head.weight": [c["draft_vocab_size"], hidden],
               "d2t": [c["draft_vocab_size"]], "t2d": [layer["vocab_size"]]}
     for n in range(layer["num_hidden_layers"]):
-        p = f"layers.{n}."
-        shapes |= {p + "input_layernorm.weight": [hidden], p + "post_attention_layernorm.weight": [hidden],
-                   p + "self_attn.q_proj.weight": [heads * head, hidden],
-                   p + "self_attn.k_proj.weight": [kv * head, hidden],
-                   p + "self_attn.v_proj.weight": [kv * head, hidden],
-                   p + "self_attn.o_proj.weight": [hidden, heads * head],
-                   p + "self_attn.q_norm.weight": [head], p + "self_attn.k_norm.weight": [head],
-                   p + "mlp.gate_proj.weight": [width, hidden], p + "mlp.up_proj.weight": [width, hidden],
-                   p + "mlp.down_proj.weight": [hidden, width]}
+        shapes |= _qwen3_layer(f"layers.{n}.", hidden, heads, kv, head, width)
     return shapes
 
 
