@@ -65,12 +65,15 @@ def _verdict(row: Row, record: dict) -> tuple[AuditStatus, str]:
         return AuditStatus.ORACLE_FAILED, f"every drafter load fails ({method}: {why[:200]})"
     if not ran:
         return row.status, row.reason
-    status = AuditStatus.WORKS if row.status == AuditStatus.UNRESOLVABLE else row.status
     notes = [f"{hf_status}: {hf_why}" if hf_why else str(hf_status)]
     notes += [f"{m} fails ({why[:160]})" for m, why in failed.items()]
-    prefix = f"{row.reason}; " if row.reason and row.status != AuditStatus.UNRESOLVABLE else ""
-    return status, f"{prefix}oracles: drafters load ({', '.join(m for m in ran if m not in failed)}); " \
-                   f"aux states vs Hugging Face {'; '.join(notes)}"
+    # A row whose language model comes from the checkpoint stays unresolved: the oracles proved the one they built
+    # (spec-check still decides by the checkpoint's text architecture).
+    built = ", ".join(record.get("capture_at") or []) or "the default one"
+    prefix = (f"with the language model the oracles built ({built}): " if row.status == AuditStatus.UNRESOLVABLE
+              else f"{row.reason}; " if row.reason else "")
+    return row.status, f"{prefix}oracles: drafters load ({', '.join(m for m in ran if m not in failed)}); " \
+                       f"aux states vs Hugging Face {'; '.join(notes)}"
 
 
 def apply(rows: list[Row], results: dict) -> list[Row]:
