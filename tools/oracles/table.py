@@ -64,22 +64,32 @@ def _why(record: dict) -> str:
     return "; ".join(unique[:3]) + (f" (+{len(unique) - 3} more)" if len(unique) > 3 else "")
 
 
+def _supported(rows: list) -> set[str]:
+    """Generation architectures the static audit calls supported."""
+    return {r.arch for r in rows if is_generation(r) and r.status in oracle.STATIC_SUPPORTED}
+
+
+def _recorded_rows(merged: list, results: dict) -> list:
+    """Per recorded architecture its first generation row (an architecture may have a class per vendor)."""
+    seen: dict[str, object] = {}
+    for row in sorted(merged, key=lambda r: r.arch):
+        if is_generation(row) and row.arch in results:
+            seen.setdefault(row.arch, row)
+    return list(seen.values())
+
+
 def render(rows: list, results: dict, cpu_base: str = "0.32.0") -> str:
     """The whole document."""
     merged = oracle.apply(rows, results)
     lines = [HEADER.format(cpu_base=cpu_base),
              "| architecture | verdict | V2 drafter load | V1 drafter load | aux states vs Hugging Face | why |",
              "|---|---|---|---|---|---|"]
-    seen = set()
-    for row in sorted(merged, key=lambda r: r.arch):
-        record = results.get(row.arch)
-        if not is_generation(row) or record is None or row.arch in seen:
-            continue
-        seen.add(row.arch)
+    for row in _recorded_rows(merged, results):
+        record = results[row.arch]
         hf = MARK[S(record["hf"][0])] + (f" ({record['hf'][1]})" if S(record["hf"][0]) == S.PASS else "")
         lines.append(f"| {row.arch} | {row.status} | {_cell(record['loaders'], V2, 'v2')} | "
                      f"{_cell(record['loaders'], V1, 'v1')} | {hf} | {_why(record)} |")
-    supported = {r.arch for r in rows if is_generation(r) and r.status in oracle.STATIC_SUPPORTED}
+    supported = _supported(rows)
     lines += ["", f"Recorded: {len(supported & set(results))} of the {len(supported)} architectures the static "
               f"audit calls supported.", "", _counts(merged, results), "",
               "Not recorded, on purpose (their static verdict stands):", ""]
@@ -106,13 +116,10 @@ def _passes(record: dict, runner: str) -> bool:
 
 def render_summary(rows: list, results: dict) -> str:
     """The README's table: per verdict, how many architectures each oracle passed (details in docs/supported.md)."""
-    merged = oracle.apply(rows, results)
-    supported = {r.arch for r in rows if is_generation(r) and r.status in oracle.STATIC_SUPPORTED}
+    supported = _supported(rows)
     verdicts: dict[str, list[str]] = {}
-    seen = set()
-    for row in sorted(merged, key=lambda r: r.arch):  # an architecture's first class, as docs/supported.md
-        if is_generation(row) and row.arch in supported and row.arch in results and row.arch not in seen:
-            seen.add(row.arch)
+    for row in _recorded_rows(oracle.apply(rows, results), results):  # the rows docs/supported.md shows
+        if row.arch in supported:
             verdicts.setdefault(str(row.status), []).append(row.arch)
     lines = ["| verdict after the oracles | architectures | V2 drafter load passes | V1 drafter load passes | "
              "aux states match Hugging Face |", "|---|---|---|---|---|"]
