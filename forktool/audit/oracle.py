@@ -46,6 +46,13 @@ def summary(record: dict) -> dict:
     return {"loaders": {m: [str(s), why] for m, (s, why) in loaders.items()}, "hf": [str(hf[0]), *hf[1:]]}
 
 
+def _refused_on_the_pin(record: dict) -> bool:
+    """Runner V2, built on the pinned release, refuses every method for want of SupportsEagle3 (whatever runner V1
+    on the older CPU base met first)."""
+    runs = [record["loaders"][m]["v2"] for m in METHODS if m in record.get("loaders", {})]
+    return bool(runs) and all(OracleStatus(s) == OracleStatus.FAIL and INTERFACE_ERROR in why for s, why in runs)
+
+
 def _verdict(row: Row, record: dict) -> tuple[AuditStatus, str]:
     """The row's status once its oracles ran: the static verdict stands only where the oracles agree."""
     found = summary(record)
@@ -53,7 +60,8 @@ def _verdict(row: Row, record: dict) -> tuple[AuditStatus, str]:
     failed = {m: why for m, (s, why) in loaders.items() if s == OracleStatus.FAIL}
     ran = [m for m, (s, _) in loaders.items() if s in RAN]
     hf_status, hf_why = OracleStatus(found["hf"][0]), found["hf"][1]
-    if ran and len(failed) == len(ran) and all(INTERFACE_ERROR in why for why in failed.values()):
+    refused = ran and len(failed) == len(ran) and all(INTERFACE_ERROR in why for why in failed.values())
+    if refused or _refused_on_the_pin(record):
         # Not called broken: whether its forward hands the decoder's output on unchanged is not what the oracles see.
         note = ("; its decoder records aux states: a SupportsEagle3 declaration is the candidate fix"
                 if record.get("inner_captures") else "")

