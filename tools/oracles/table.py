@@ -70,9 +70,10 @@ def _supported(rows: list) -> set[str]:
 
 
 def _recorded_rows(merged: list, results: dict) -> list:
-    """Per recorded architecture its first generation row (an architecture may have a class per vendor)."""
+    """Per recorded architecture one generation row (an architecture may have a class per vendor): the one the
+    oracles built, else the first."""
     seen: dict[str, object] = {}
-    for row in sorted(merged, key=lambda r: r.arch):
+    for row in sorted(merged, key=lambda r: (r.arch, r.oracle is None)):
         if is_generation(row) and row.arch in results:
             seen.setdefault(row.arch, row)
     return list(seen.values())
