@@ -210,6 +210,21 @@ def test_spec_check_refuses_the_method_an_oracle_saw_fail(monkeypatch):
     assert refused.status == FAIL and "no num_attention_heads" in refused.reason
 
 
+def test_spec_check_names_the_way_out_of_the_kv_cache_the_draft_inherits():
+    """DeepSeek-V4's drafters failed on the fp8_ds_mla KV cache they inherit (its committed record, in this build's
+    contract table): refused with the speculative config's kv_cache_dtype as the fix; with that field set, the
+    oracles cannot tell (nothing recorded it), so neither refused nor passed."""
+    from vllm._fork.spec_check import checks
+    from vllm._fork.spec_check.findings import FAIL, UNKNOWN
+    from vllm._fork.spec_check.gpus import GPUS
+
+    refused = checks.aux_contract("DeepseekV4ForCausalLM", GPUS["h100"], [], method="eagle3")
+    assert refused.status == FAIL and '"kv_cache_dtype": "auto"' in refused.fix, refused
+    given = checks.aux_contract("DeepseekV4ForCausalLM", GPUS["h100"], [], method="eagle3",
+                                draft_kv_cache_dtype="auto")
+    assert given.status == UNKNOWN and "(auto)" in given.reason, given
+
+
 @pytest.fixture(scope="module")
 def cpu_tree(cpu_fork_build, tmp_path_factory) -> Path:
     done, out = cpu_fork_build

@@ -162,7 +162,25 @@ def _oracle_failure(rows: list[ContractRow], method: str) -> tuple[ContractRow, 
     return None
 
 
-def aux_contract(arch: str, gpu: Gpu, text_archs: list[str], alternative: str = "", method: str = "") -> Finding:
+# The oracles saw every drafter fail on DeepSeek-V4: its layers force the fp8_ds_mla KV cache, which the draft
+# inherits and no attention backend takes for a non-latent layer. The speculative config's own kv_cache_dtype
+# gives the draft another; with "auto" runner V2 builds EAGLE3 and DFlash over it (tried, not recorded).
+TARGET_KV_CACHE = "kv_cache_dtype=fp8_ds_mla"
+
+
+def _draft_kv_cache(name: str, cls: str, why: str, draft_kv_cache_dtype: str | None) -> Finding:
+    """The finding for a drafter that failed on the target's KV-cache dtype, by what the draft is given."""
+    if draft_kv_cache_dtype:
+        return Finding(name, UNKNOWN, f"{cls}: the oracles saw the drafter fail on the target's fp8_ds_mla KV "
+                       f"cache; this config gives the draft its own ({draft_kv_cache_dtype}), which no oracle "
+                       "recorded", "check on a GPU host before a long deployment")
+    return Finding(name, FAIL, f"{cls}: the drafter inherits the target's fp8_ds_mla KV cache, which no attention "
+                   f"backend takes for its layers ({why[:MAX_REASON]})",
+                   'set "kv_cache_dtype": "auto" in --speculative-config (the draft then keeps its own)')
+
+
+def aux_contract(arch: str, gpu: Gpu, text_archs: list[str], alternative: str = "", method: str = "",
+                 draft_kv_cache_dtype: str | None = None) -> Finding:
     """The target declares SupportsEagle3, its decoder records aux states and, where the oracles built it, the
     drafter for `method` loads over it (this build's audit, verdicts from tools/oracles)."""
     name = "EAGLE3 contract"
@@ -171,8 +189,10 @@ def aux_contract(arch: str, gpu: Gpu, text_archs: list[str], alternative: str = 
         return Finding(name, UNKNOWN, f"{arch} is not in this build's audit table; nothing is known either way",
                        "run the runner's check on a GPU host, or use a target this build knows")
     bad = [r for r in rows if r.status not in STARTS]
-    failed = _oracle_failure(rows, method) if not bad else None
-    if failed:
+    failed = _oracle_failure(rows, method)
+    if failed and TARGET_KV_CACHE in failed[1]:
+        return _draft_kv_cache(name, failed[0].cls, failed[1], draft_kv_cache_dtype)
+    if failed and not bad:
         row, why = failed
         return Finding(name, FAIL, f"{row.cls}: the {method} drafter does not load over it ({why})",
                        f"use another speculative method{alternative}, or wait for a build that fixes it")

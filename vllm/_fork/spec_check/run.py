@@ -87,7 +87,7 @@ def _after_configs(args, vllm_config, target: dict, draft: dict | None, requeste
     if needs_aux_hidden_states(spec_config):
         with own_faults("EAGLE3 contract"):
             found.append(checks.aux_contract(arch, gpu, _text_architectures(model_config), alternative,
-                                             spec_config.method))
+                                             spec_config.method, spec_config.kv_cache_dtype))
         with own_faults("aux layers"):
             draft_text = spec_config.draft_model_config.hf_text_config
             nested = (getattr(spec_config.draft_model_config.hf_config, "eagle_config", None) or {})
