@@ -27,6 +27,9 @@ from forktool.project import REPO_ROOT, Project
 from forktool.sourcetree import SourceTree
 from fork_testing import CPU_BUILD, SIGNOFF, UPSTREAM_VERSION, WHEEL_NAME, run_forktool
 
+# KV pools per page size are opt-in (vllm/_fork/kv_pages.py); the tests prove them, so this process and every
+# engine it starts opt in. tests/test_kv_pages.py checks the default (off) with the variable unset.
+os.environ.setdefault("VLLM_FORK_KV_POOLS", "on")
 
 # `make test` hands whole files to two pytest-xdist workers in collection order (--no-loadscope-reorder): the
 # longest files go first, so that no long file starts last and runs alone. The order is from CI's durations

@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vllm._fork.kv_pages import DISABLE_ENV, pack_draft_groups
+from vllm._fork.kv_pages import DISABLE_ENV, POOLS_ENV, pack_draft_groups
 from vllm.config.kv_transfer import KVTransferConfig
 from vllm.v1.attention.backend import MultipleOf
 from vllm.v1.core.kv_cache_planning import _get_kv_cache_bytes_per_block
@@ -164,3 +164,31 @@ def test_env_switch_turns_packing_off(monkeypatch, value, packed):
     groups = [_group({f"t{i}": target() for i in range(3)}), _group({f"d{i}": window() for i in range(5)})]
     monkeypatch.setenv(DISABLE_ENV, value)
     assert (pack_draft_groups(groups, layout, prefix_caching=False) != groups) is packed
+
+
+@pytest.mark.parametrize("value, packed", [(None, False), ("", False), ("off", False), ("on", True), ("ON", True)])
+def test_pools_are_off_unless_opted_in(monkeypatch, value, packed):
+    """No GPU has run the pools yet: with VLLM_FORK_KV_POOLS unset the plan is stock's."""
+    layout = KVCacheLayout.BLHNC
+    groups = [_group({f"t{i}": target() for i in range(3)}), _group({f"d{i}": window() for i in range(5)})]
+    monkeypatch.delenv(DISABLE_ENV, raising=False)
+    if value is None:
+        monkeypatch.delenv(POOLS_ENV, raising=False)
+    else:
+        monkeypatch.setenv(POOLS_ENV, value)
+    assert (pack_draft_groups(groups, layout, prefix_caching=False) != groups) is packed
+
+
+def test_opting_in_and_the_stock_switch_together_plan_stock(monkeypatch):
+    groups = [_group({f"t{i}": target() for i in range(3)}), _group({f"d{i}": window() for i in range(5)})]
+    monkeypatch.setenv(POOLS_ENV, "on")
+    monkeypatch.setenv(DISABLE_ENV, "1")
+    assert pack_draft_groups(groups, KVCacheLayout.BLHNC, prefix_caching=False) == groups
+
+
+def test_a_misspelled_pools_switch_is_refused_naming_it(monkeypatch):
+    groups = [_group({f"t{i}": target() for i in range(3)}), _group({f"d{i}": window() for i in range(5)})]
+    monkeypatch.delenv(DISABLE_ENV, raising=False)
+    monkeypatch.setenv(POOLS_ENV, "yes please")
+    with pytest.raises(ValueError, match="VLLM_FORK_KV_POOLS='yes please': use 'on' or 'off'"):
+        pack_draft_groups(groups, KVCacheLayout.BLHNC, prefix_caching=False)

@@ -43,11 +43,18 @@ def results() -> dict:
     return oracle.load()
 
 
-def test_every_supported_architecture_has_a_record(fork_audit, results):
+def test_a_supported_architecture_without_a_record_keeps_its_static_verdict_and_is_counted(fork_audit, results):
+    """A new release's architectures have no record until the oracles run them: reported as not run yet in the
+    README's summary (never a red CI by itself), their rows keep the static verdict."""
+    from table import render_summary
     from targets import NOT_RECORDED
 
-    supported = {r.arch for r in fork_audit.fork if is_generation(r) and r.status in oracle.STATIC_SUPPORTED}
-    assert sorted(supported - set(results) - set(NOT_RECORDED)) == [], "run: python tools/oracles/run.py --stale"
+    rows = list(fork_audit.fork_vs_upstream)
+    supported = {r.arch for r in rows if is_generation(r) and r.status in oracle.STATIC_SUPPORTED}
+    missing = supported - set(results) - set(NOT_RECORDED)
+    assert f"| not run yet (static verdict) | {len(missing)} |" in render_summary(rows, results)
+    merged = oracle.apply([r for r in rows if r.arch in missing], results)
+    assert all(r.oracle is None for r in merged)
 
 
 def test_what_is_not_recorded_is_supported_and_unrecorded(fork_audit, results):
@@ -59,16 +66,34 @@ def test_what_is_not_recorded_is_supported_and_unrecorded(fork_audit, results):
     assert set(NOT_RECORDED) & set(results) == set()
 
 
-def test_results_are_for_the_pinned_bases(project):
-    data = json.loads(oracle.RESULTS.read_text())
-    assert data["base"] == f"{project.pin.name} {project.pin.version}"
-    assert data["architectures"], "no record: python tools/oracles/run.py"
+def test_every_record_names_the_release_it_ran_on(results):
+    assert results, "no record: python tools/oracles/run.py"
+    assert {record["made_on"] for record in results.values()} <= {"vllm 0.33.0", "vllm 0.34.0"}
 
 
-def test_no_record_is_stale(results):
+def test_stale_records_are_reported_not_fatal(results):
+    """A record whose key no longer matches the code it ran is evidence not re-proven: CI names the rows in a
+    warning (the summary of every run shows it) and stays green; `tools/oracles/run.py --stale` re-runs them."""
+    import warnings
+
     keys = arch_keys({arch: record["modules"] for arch, record in results.items()})
-    stale = [arch for arch, record in results.items() if keys[arch] != record["key"]]
-    assert stale == [], f"{len(stale)} stale records (an input changed): run python tools/oracles/run.py --stale"
+    assert set(keys) == set(results)  # every record was checked
+    stale = sorted(arch for arch, record in results.items() if keys[arch] != record["key"])
+    if stale:
+        warnings.warn(f"{len(stale)} oracle records not re-proven since their inputs changed ({', '.join(stale[:8])}"
+                      f"{' …' if len(stale) > 8 else ''}): python tools/oracles/run.py --stale", stacklevel=1)
+
+
+def test_a_verdict_from_another_release_stands_and_says_it_is_not_reproven():
+    """Stale evidence is reported, never fatal: a record made on an older release keeps its verdict on the pinned
+    one, with the note spec-check and the audit show; on its own release it carries no note."""
+    row = Row("Arch", "m.Outer", "_TEXT_GENERATION_MODELS", AuditStatus.WORKS, holder="model -> Inner")
+    record = _record([OracleStatus.PASS, "7 states within 1e-06", "x"]) | {"made_on": "vllm 0.33.0"}
+    [older] = oracle.apply([row], {"Arch": record}, "vllm 0.34.0+fork")
+    [same] = oracle.apply([row], {"Arch": record}, "vllm 0.33.0+fork")
+    assert older.status == same.status == AuditStatus.WORKS
+    assert older.reason.endswith("(oracles ran on vllm 0.33.0: not re-proven on this base)")
+    assert "not re-proven" not in same.reason
 
 
 def test_the_key_follows_the_built_code_not_the_edits_wording(tmp_path):
@@ -98,11 +123,12 @@ def test_the_table_is_generated_from_the_results(fork_audit, results):
         "docs/supported.md is hand-edited or stale: python tools/oracles/run.py --stale regenerates it"
 
 
-def test_the_readme_summary_is_generated_from_the_results(fork_audit, results):
+def test_the_readme_summary_is_generated_from_the_results(fork_audit, results, project):
     from table import render_summary, with_summary
 
     readme = (REPO_ROOT / "README.md").read_text()
-    assert readme == with_summary(readme, render_summary(list(fork_audit.fork_vs_upstream), results)), \
+    base = f"{project.pin.name} {project.pin.version}"
+    assert readme == with_summary(readme, render_summary(list(fork_audit.fork_vs_upstream), results, base)), \
         "README.md's oracle summary is hand-edited or stale: python tools/oracles/run.py --tables-only regenerates it"
 
 

@@ -51,10 +51,11 @@ def use_planner(which: str) -> None:
         raise RuntimeError("--planner fork needs the fork wheel (vllm.v1.core.kv_cache_planning has no "
                            "plan_pool_groups); install it, or pass --planner stock")
     if hooked:
-        from vllm._fork.kv_pages import DISABLE_ENV
+        from vllm._fork.kv_pages import DISABLE_ENV, POOLS_ENV
 
-        # The fork's own switch, read at planning time: "1" plans exactly as stock 0.33.0.
+        # The fork's own switches, read at planning time: "1" plans exactly as stock 0.33.0; fork rows opt in.
         os.environ[DISABLE_ENV] = "1" if which == "stock" else "0"
+        os.environ[POOLS_ENV] = "off" if which == "stock" else "on"
 
 
 def run(args, platform) -> dict:

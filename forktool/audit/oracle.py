@@ -1,8 +1,9 @@
 """The oracle results (tools/oracles/results.json) merged into the audit: a row that was built and run gets its
 verdict from the real drafter loaders and from Hugging Face's hidden states, not from the static resolver.
 
-Each architecture's results are keyed by everything they depend on (oracle_keys.py); a stale key is reported by
-tests/test_oracles.py, and `python tools/oracles/run.py --stale` refreshes those rows.
+Each record keeps the release it was made on. A verdict from records made on another release than the one being
+built stands, and says "not re-proven on this base": stale evidence is reported, never fatal (a new release makes
+every record stale at once). `python tools/oracles/run.py --stale` re-runs what changed.
 """
 
 from __future__ import annotations
@@ -22,10 +23,20 @@ RAN = (OracleStatus.PASS, OracleStatus.FAIL)
 
 
 def load(path: Path = RESULTS) -> dict:
-    """Architecture -> its oracle record ({} when the file is absent)."""
+    """Architecture -> its oracle record, each with `made_on`, the release it ran on ({} when the file is absent)."""
     if not path.is_file():
         return {}
-    return json.loads(path.read_text())["architectures"]
+    data = json.loads(path.read_text())
+    return {arch: {**record, "made_on": record.get("made_on", data["base"])}
+            for arch, record in data["architectures"].items()}
+
+
+def not_reproven(record: dict, base: str) -> str:
+    """The note a verdict carries when its record was made on another release than `base` ('' when the same)."""
+    made_on = record.get("made_on", "")
+    if not made_on or not base or made_on == base.partition("+")[0]:
+        return ""
+    return f"oracles ran on {made_on}: not re-proven on this base"
 
 
 def method_verdict(runs: dict) -> tuple[OracleStatus, str]:
@@ -43,7 +54,8 @@ def summary(record: dict) -> dict:
     """{method: (status, why)} and the Hugging Face comparison, as the contract table and the docs show them."""
     loaders = {m: method_verdict(record["loaders"][m]) for m in METHODS if m in record.get("loaders", {})}
     hf = record.get("hf") or [OracleStatus.NOT_COMPARABLE, "no reference run", ""]
-    return {"loaders": {m: [str(s), why] for m, (s, why) in loaders.items()}, "hf": [str(hf[0]), *hf[1:]]}
+    return {"loaders": {m: [str(s), why] for m, (s, why) in loaders.items()}, "hf": [str(hf[0]), *hf[1:]],
+            "made_on": record.get("made_on", "")}
 
 
 def _refused_on_the_pin(record: dict) -> bool:
@@ -84,8 +96,9 @@ def _verdict(row: Row, record: dict) -> tuple[AuditStatus, str]:
                        f"aux states vs Hugging Face {'; '.join(notes)}"
 
 
-def apply(rows: list[Row], results: dict) -> list[Row]:
-    """Rows whose class the oracles built take the oracles' verdict; the others keep the static one."""
+def apply(rows: list[Row], results: dict, base: str = "") -> list[Row]:
+    """Rows whose class the oracles built take the oracles' verdict; the others keep the static one. With `base`
+    (the release being built), a verdict from records made on another release says it is not re-proven."""
     merged = []
     for row in rows:
         record = results.get(row.arch)
@@ -93,5 +106,7 @@ def apply(rows: list[Row], results: dict) -> list[Row]:
             merged.append(row)
             continue
         status, reason = _verdict(row, record)
+        if note := not_reproven(record, base):
+            reason = f"{reason} ({note})" if reason else note
         merged.append(replace(row, status=status, reason=reason, oracle=summary(record)))
     return merged

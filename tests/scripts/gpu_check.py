@@ -13,6 +13,7 @@ Never run here: this project has no GPU (docs/gpu-check.md).
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import re
 import sys
@@ -163,6 +164,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--out", type=Path, default=Path("build/gpu-check"))
     ap.add_argument("--parallel", type=int, default=gpu_scenarios.PARALLEL, help="engines at once on the GPU")
     args = ap.parse_args(argv)
+    # KV pools are opt-in (vllm/_fork/kv_pages.py); this check proves them, so its engines opt in (the A/B's
+    # stock arm sets VLLM_FORK_DISABLE_KV_PACKING=1, which wins).
+    os.environ.setdefault("VLLM_FORK_KV_POOLS", "on")
     unknown = [n for n in args.only if n not in {s.name for s in gpu_scenarios.SCENARIOS}]
     if unknown:
         print(f"gpu-check: unknown scenario {unknown[0]}; known: "

@@ -19,6 +19,7 @@ Not proven here: any kernel, CUDA graph capture, memory profiling, the numbers t
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import sys
 import tempfile
@@ -121,6 +122,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--rerun", action="append", default=[],
                     help="run this scenario again after the others (its result must not depend on what ran before)")
     args = ap.parse_args(argv)
+    # KV pools are opt-in (vllm/_fork/kv_pages.py); the dry run plans them as gpu-check's engines do.
+    os.environ.setdefault("VLLM_FORK_KV_POOLS", "on")
     unknown = [name for name in args.only + args.rerun if name not in gpu_scenarios.BY_NAME]
     if unknown:
         print(f"gpu-dry-run: unknown scenario {unknown[0]}; known: {', '.join(gpu_scenarios.BY_NAME)}",

@@ -158,17 +158,21 @@ def main(argv: list[str]) -> int:
     started = time.time()
     archs, rows = supported_architectures()
     data = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"architectures": {}}
+    from forktool.audit import oracle
     from forktool.project import Project
     from table import write_doc
 
+    pins = Project(ROOT).pin, Project(ROOT, CPU_PIN).pin
+    base = f"{pins[0].name} {pins[0].version}"
     if args.tables_only:
-        write_doc(rows, data["architectures"], DOC, README)
+        write_doc(rows, oracle.load(RESULTS), DOC, README, base)
         return 0
     from targets import NOT_RECORDED
 
     chosen = [a for a in args.only or (stale(archs, data["architectures"]) if args.stale else archs)
               if a not in NOT_RECORDED]
-    pins = Project(ROOT).pin, Project(ROOT, CPU_PIN).pin
+    for record in data["architectures"].values():  # records of an earlier run keep the release they ran on
+        record.setdefault("made_on", data.get("base", base))
     data["base"], data["cpu_base"] = (f"{pin.name} {pin.version}" for pin in pins)
 
     before = inputs_digest()
@@ -179,14 +183,14 @@ def main(argv: list[str]) -> int:
                              "saved (its key would name code it did not run): run again with --stale")
         data["last_run"] = {"architectures": done, "seconds": round(time.time() - started)}
         RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        write_doc(rows, data["architectures"], DOC, README)
+        write_doc(rows, data["architectures"], DOC, README, base)
 
     done = 0
     with tempfile.TemporaryDirectory(prefix="oracles-") as scratch:
         work = args.work or Path(scratch)
         work.mkdir(parents=True, exist_ok=True)
         for records in run_oracles(chosen, work, tuple(args.parts.split(",")), args.chunk) if chosen else ():
-            data["architectures"].update(records)
+            data["architectures"].update({arch: {**record, "made_on": base} for arch, record in records.items()})
             done += len(records)
             save(done)  # after every chunk: a run cut short keeps what it recorded
     save(done)

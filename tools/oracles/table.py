@@ -115,8 +115,9 @@ def _passes(record: dict, runner: str) -> bool:
     return any(S(runs[runner][0]) == S.PASS for runs in record["loaders"].values())
 
 
-def render_summary(rows: list, results: dict) -> str:
-    """The README's table: per verdict, how many architectures each oracle passed (details in docs/supported.md)."""
+def render_summary(rows: list, results: dict, base: str = "") -> str:
+    """The README's table: per verdict, how many architectures each oracle passed (details in docs/supported.md);
+    with `base` (the pinned release), how many records were made on it and how many are not re-proven there."""
     supported = _supported(rows)
     verdicts: dict[str, list[str]] = {}
     for row in _recorded_rows(oracle.apply(rows, results), results):  # the rows docs/supported.md shows
@@ -132,6 +133,11 @@ def render_summary(rows: list, results: dict) -> str:
     lines.append(f"| not run yet (static verdict) | {len(supported - set(results) - set(NOT_RECORDED))} | | | |")
     lines.append(f"| not recorded, on purpose (docs/supported.md says why) | {len(supported & set(NOT_RECORDED))} "
                  "| | | |")
+    if base:
+        recorded = [results[a] for a in supported & set(results)]
+        stale = sum(bool(oracle.not_reproven(r, base)) for r in recorded)
+        lines.append(f"| of the recorded: oracles ran on this base ({base}) | {len(recorded) - stale} | | | |")
+        lines.append(f"| of the recorded: not re-proven on this base (made on an older release) | {stale} | | | |")
     return "\n".join(lines) + "\n"
 
 
@@ -148,8 +154,8 @@ def with_summary(readme: str, summary: str) -> str:
     return head + begin + summary + end + tail
 
 
-def write_doc(rows: list, results: dict, path: Path, readme: Path | None = None) -> None:
+def write_doc(rows: list, results: dict, path: Path, readme: Path | None = None, base: str = "") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(rows, results))
     if readme is not None:
-        readme.write_text(with_summary(readme.read_text(), render_summary(rows, results)))
+        readme.write_text(with_summary(readme.read_text(), render_summary(rows, results, base)))

@@ -23,13 +23,28 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-# Set to 1 to plan exactly as stock vLLM 0.33.0 does (the A/B switch of the GPU check).
+# Set to 1 to plan exactly as stock vLLM 0.33.0 does (the A/B switch of the GPU check); wins over POOLS_ENV.
 DISABLE_ENV = "VLLM_FORK_DISABLE_KV_PACKING"
+# KV pools per page size and draft packing change where every KV read lands, and no GPU has run them yet: they are
+# opt-in (VLLM_FORK_KV_POOLS=on) until a start-up check on the user's GPU proves them (docs/kv-pools.md).
+POOLS_ENV = "VLLM_FORK_KV_POOLS"
+_POOLS_VALUES = {"on": True, "off": False, "": False}
+_said_off = False
 
 
 def packing_disabled() -> bool:
-    """True when the env switch turns the fork's draft packing off."""
-    return os.environ.get(DISABLE_ENV, "0").strip().lower() not in ("", "0", "false", "no")
+    """True unless VLLM_FORK_KV_POOLS=on opts in; VLLM_FORK_DISABLE_KV_PACKING=1 turns them off whatever else says."""
+    global _said_off
+    if os.environ.get(DISABLE_ENV, "0").strip().lower() not in ("", "0", "false", "no"):
+        return True
+    value = os.environ.get(POOLS_ENV, "").strip().lower()
+    if value not in _POOLS_VALUES:
+        raise ValueError(f"{POOLS_ENV}={value!r}: use 'on' or 'off' (KV pools per page size, docs/kv-pools.md)")
+    if not _POOLS_VALUES[value] and not _said_off:
+        _said_off = True
+        logger.info("KV pools per page size are off: no GPU has run them yet; %s=on opts in (docs/kv-pools.md)",
+                    POOLS_ENV)
+    return not _POOLS_VALUES[value]
 
 
 def block_stride(groups: list, layout: Any) -> int:

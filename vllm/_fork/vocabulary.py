@@ -107,6 +107,7 @@ class ContractRow:
     declared: bool | None = None  # declares SupportsEagle3 (None where the audit did not look)
     loaders: dict[str, OracleAnswer] = field(default_factory=dict)  # method -> drafter load, where the oracles ran
     hf: OracleAnswer | None = None  # aux states against Hugging Face's, where the oracles ran
+    made_on: str = ""  # the release the oracles ran on ("vllm 0.33.0"), where they ran
 
     @property
     def proven(self) -> bool:
@@ -118,7 +119,7 @@ class ContractRow:
         return {"cls": self.cls, "status": str(self.status), "reason": self.reason,
                 "holder_classes": list(self.holder_classes), "declared": self.declared,
                 "loaders": {m: [str(a.status), a.why] for m, a in self.loaders.items()},
-                "hf": None if self.hf is None else [str(self.hf.status), self.hf.why]}
+                "hf": None if self.hf is None else [str(self.hf.status), self.hf.why], "made_on": self.made_on}
 
     @classmethod
     def from_json(cls, data: dict) -> ContractRow:
@@ -127,4 +128,4 @@ class ContractRow:
         return cls(data["cls"], AuditStatus(data["status"]), data.get("reason", ""),
                    tuple(data.get("holder_classes", ())), data.get("declared"),
                    {m: OracleAnswer(OracleStatus(s), why) for m, (s, why) in (data.get("loaders") or {}).items()},
-                   None if hf is None else OracleAnswer(OracleStatus(hf[0]), hf[1]))
+                   None if hf is None else OracleAnswer(OracleStatus(hf[0]), hf[1]), data.get("made_on", ""))

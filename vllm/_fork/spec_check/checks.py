@@ -198,9 +198,8 @@ def aux_contract(arch: str, gpu: Gpu, text_archs: list[str], alternative: str = 
                        f"use another speculative method{alternative}, or wait for a build that fixes it")
     if not bad:
         holders = ", ".join(c.rsplit(".", 1)[-1] for c in rows[0].holder_classes) or "its decoder"
-        proven = " (built and run by the oracles)" if rows[0].proven else ""
         return Finding(name, PASS, f"{rows[0].cls} declares SupportsEagle3; {holders} "
-                       f"records aux hidden states ({gpu.vendor} classes){proven}")
+                       f"records aux hidden states ({gpu.vendor} classes){tables.evidence_note(rows[0])}")
     row = bad[0]
     if row.status == AuditStatus.UNRESOLVABLE:
         if row.declared is False:

@@ -22,6 +22,24 @@ def contract() -> dict[str, list[ContractRow]]:
     return {arch: [ContractRow.from_json(row) for row in rows] for arch, rows in table.items()}
 
 
+@cache
+def build_base() -> str:
+    """The release this build's contract table was classified on ('vllm 0.34.0+fork')."""
+    from vllm._fork._contract import CONTRACT_JSON
+
+    return json.loads(CONTRACT_JSON)["base"]
+
+
+def evidence_note(row: ContractRow) -> str:
+    """Where the oracles built `row`: ' (built and run by the oracles)', naming their release when it is not this
+    build's (stale evidence is reported, never hidden), or '' when no oracle ran it."""
+    if not row.proven:
+        return ""
+    if not row.made_on or row.made_on == build_base().partition("+")[0]:
+        return " (built and run by the oracles)"
+    return f" (built and run by the oracles on {row.made_on}; not re-proven on this base)"
+
+
 def rows_for(arch: str, vendor: str) -> list[ContractRow]:
     """The audit rows of `arch` whose class loads on `vendor`'s GPUs."""
     others = [part for name, part in _VENDOR_PARTS.items() if name != vendor]
