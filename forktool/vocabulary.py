@@ -30,6 +30,7 @@ AuditStatus = _vocabulary.AuditStatus
 OracleStatus = _vocabulary.OracleStatus
 OracleAnswer = _vocabulary.OracleAnswer
 ContractRow = _vocabulary.ContractRow
+made_on_another_release = _vocabulary.made_on_another_release
 
 __all__ = ["AuditStatus", "ContractRow", "EditStatus", "Exit", "InternalStatus", "OracleAnswer", "OracleStatus",
-           "VOCABULARY_FILE"]
+           "VOCABULARY_FILE", "made_on_another_release"]

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from forktool.audit.classify import Row
-from forktool.vocabulary import AuditStatus, OracleStatus
+from forktool.vocabulary import AuditStatus, OracleStatus, made_on_another_release
 
 RESULTS = Path(__file__).resolve().parents[2] / "tools" / "oracles" / "results.json"
 METHODS = ("eagle3", "dflash", "dspark", "extract_hidden_states")
@@ -34,9 +34,7 @@ def load(path: Path = RESULTS) -> dict:
 def not_reproven(record: dict, base: str) -> str:
     """The note a verdict carries when its record was made on another release than `base` ('' when the same)."""
     made_on = record.get("made_on", "")
-    if not made_on or not base or made_on == base.partition("+")[0]:
-        return ""
-    return f"oracles ran on {made_on}: not re-proven on this base"
+    return f"oracles ran on {made_on}: not re-proven on this base" if made_on_another_release(made_on, base) else ""
 
 
 def method_verdict(runs: dict) -> tuple[OracleStatus, str]:

@@ -51,7 +51,7 @@ def run_audit(project: Project, tree: str, as_machine: bool, verbose: bool) -> i
                 fork, upstream = fork_and_upstream(project, wheel)
                 rows = against_baseline(classify(fork), classify(upstream))
                 base = f"{project.pin.name} {project.pin.version}"
-                rows = oracle.apply(rows, contract_table.oracle_results(base), base)
+                rows = oracle.apply(rows, contract_table.oracle_results(), base)
         name = f"{path.name} ({'with the fork' if tree == 'fork' else 'as released'})"
     else:
         rows, name = classify(_folder_tree(Path(tree))), tree

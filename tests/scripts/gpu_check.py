@@ -13,8 +13,8 @@ Never run here: this project has no GPU (docs/gpu-check.md).
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 import re
 import sys
 import tempfile

@@ -19,8 +19,8 @@ Not proven here: any kernel, CUDA graph capture, memory profiling, the numbers t
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 import sys
 import tempfile
 import time

@@ -88,6 +88,12 @@ class Verdict(StrEnum):
                 Verdict.BAD_INPUT: Exit.BAD_INPUT, Verdict.INTERNAL_ERROR: Exit.INTERNAL}[self]
 
 
+def made_on_another_release(made_on: str, base: str) -> bool:
+    """Oracle evidence made on `made_on` ('vllm 0.33.0') is not re-proven on `base` ('vllm 0.34.0+fork'); evidence
+    or a base that names no release is not called stale."""
+    return bool(made_on and base) and made_on != base.partition("+")[0]
+
+
 @dataclass(frozen=True)
 class OracleAnswer:
     """One oracle's answer with its reason: a drafter load over both runners, or the Hugging Face comparison."""

@@ -7,7 +7,7 @@ from functools import cache
 
 from packaging.version import Version
 
-from vllm._fork.vocabulary import ContractRow
+from vllm._fork.vocabulary import ContractRow, made_on_another_release
 
 # Platform-specific model classes live under vllm/models/<model>/<vendor>/; other classes serve every GPU.
 _VENDOR_PARTS = {"nvidia": ".nvidia.", "amd": ".amd."}
@@ -35,9 +35,9 @@ def evidence_note(row: ContractRow) -> str:
     build's (stale evidence is reported, never hidden), or '' when no oracle ran it."""
     if not row.proven:
         return ""
-    if not row.made_on or row.made_on == build_base().partition("+")[0]:
-        return " (built and run by the oracles)"
-    return f" (built and run by the oracles on {row.made_on}; not re-proven on this base)"
+    if made_on_another_release(row.made_on, build_base()):
+        return f" (built and run by the oracles on {row.made_on}; not re-proven on this base)"
+    return " (built and run by the oracles)"
 
 
 def rows_for(arch: str, vendor: str) -> list[ContractRow]:
