@@ -27,7 +27,7 @@ $(ENGINE_VENV)/.installed: requirements/engine.txt
 	$(ENGINE_VENV)/bin/pip install -q -r requirements/engine.txt
 	touch $@
 
-# vLLM 0.33.0's dependencies (pinned lock) + engine + test tools; the fork wheel goes on top.
+# vLLM 0.34.0's dependencies (pinned lock) + engine + test tools; the fork wheel goes on top.
 test-env: $(TEST_VENV)/.installed
 $(TEST_VENV)/.installed: requirements/test.txt
 	tools/venv.sh $(TEST_VENV) requirements/test.txt layered
@@ -60,7 +60,7 @@ clean:
 	rm -rf dist build vllm.egg-info $(ENGINE_VENV) $(TEST_VENV) $(CPU_VENV) $(HOOKS_VENV)
 
 # GPU acceptance (README, "GPU acceptance"): GPU_ARGS="--only NAME" narrows either run to one scenario.
-# gpu-check: one H100/H200 (TP1), PYTHON's environment holding vLLM 0.33.0 with the fork wheel installed over it.
+# gpu-check: one H100/H200 (TP1), PYTHON's environment holding vLLM 0.34.0 with the fork wheel installed over it.
 # gpu-dry-run: this CPU, every scenario up to the first CUDA kernel (also in `make test`: tests/test_gpu_dry_run.py).
 GPU_ARGS ?=
 

@@ -8,6 +8,7 @@ import pytest
 
 from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
 from vllm.engine.arg_utils import EngineArgs
+from vllm.v1.worker.gpu.spec_decode.dflash2.config import DFlash2SpeculatorConfig
 
 TARGET = {
     "model_type": "qwen3",
@@ -71,7 +72,7 @@ def test_dflash2_runs_under_dflash(target, tmp_path, architecture):
     assert spec is not None and spec.method == "dflash"
     assert spec.draft_model_config is not None
     assert spec.draft_model_config.architectures == [architecture]
-    assert spec.use_dflash2_draft()
+    assert isinstance(spec.speculator_config, DFlash2SpeculatorConfig)
 
 
 def test_dflash2_with_a_dflash1_draft_says_what_to_use(target, tmp_path):

@@ -3,8 +3,8 @@
 """EAGLE-family drafters load over targets whose decoder is not at `.model`.
 
 GPT-2 keeps its decoder at `transformer` and the input embedding at
-`transformer.wte`; OPT at `model.decoder.embed_tokens`. Both runners' drafter
-loaders must find that embedding and share it with a draft that has none.
+`transformer.wte`; OPT at `model.decoder.embed_tokens`. The drafter loaders
+must find that embedding and share it with a draft that has none.
 """
 
 from types import SimpleNamespace
@@ -17,8 +17,6 @@ from vllm.model_executor.layers.vocab_parallel_embedding import (
     ParallelLMHead,
     VocabParallelEmbedding,
 )
-from vllm.v1.spec_decode import llm_base_proposer
-from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
 from vllm.v1.worker.gpu.spec_decode.eagle import utils as eagle_utils
 
 VOCAB, HIDDEN = 32, 8
@@ -34,7 +32,6 @@ def one_rank(monkeypatch):
         vocab_parallel_embedding, "get_tensor_model_parallel_world_size", lambda: 1
     )
     monkeypatch.setattr(eagle_utils, "get_pp_group", lambda: ONE_RANK)
-    monkeypatch.setattr(llm_base_proposer, "get_pp_group", lambda: ONE_RANK)
 
 
 class GPT2Decoder(nn.Module):
@@ -121,12 +118,3 @@ def test_v2_eagle_loader_takes_the_language_model_without_model(monkeypatch):
     loaded = eagle_utils.load_eagle_model(target, config)
     assert loaded.model.embed_tokens is target.transformer.wte
     assert loaded.lm_head is target.lm_head
-
-
-@pytest.mark.parametrize("target_class", [GPT2Like, OPTLike])
-def test_v1_shares_the_embedding_of_a_decoder_outside_model(target_class):
-    target, draft = target_class(), EagleHeadWithoutEmbedding()
-    proposer = object.__new__(SpecDecodeBaseProposer)
-    proposer.model = draft
-    proposer._maybe_share_embeddings(target)
-    assert draft.model.embed_tokens is target.vocab_embedding()

@@ -1,11 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
-"""EAGLE3 aux layer ids: both model runners read the same ids, and warn on defaults."""
+"""EAGLE3 aux layer ids: the runner reads them under eagle_config too, and warns on defaults."""
 
 import json
 import logging
 from contextlib import contextmanager
-from types import SimpleNamespace
 
 import pytest
 from torch import nn
@@ -13,8 +12,6 @@ from torch import nn
 from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
 from vllm.model_executor.models.interfaces import EagleModelMixin, SupportsEagle3
 from vllm.v1.worker.gpu.spec_decode.eagle import eagle3_utils
-from vllm.v1.worker.gpu_model_runner import GPUModelRunner
-from vllm.v1.worker.gpu_model_runner import logger as v1_logger
 
 TARGET = {
     "model_type": "llama",
@@ -93,11 +90,9 @@ def warnings_of(logger: logging.Logger):
         logger.removeHandler(handler)
 
 
-def test_runner_v2_reads_eagle_config_ids_like_runner_v1(target, tmp_path):
+def test_runner_v2_reads_the_ids_under_eagle_config(target, tmp_path):
     nested = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 5]}}
     spec = _eagle3(target, tmp_path / "eagle3", **nested)
-    runner_v1 = SimpleNamespace(speculative_config=spec)
-    assert GPUModelRunner._get_eagle3_aux_layers_from_config(runner_v1) == (1, 3, 5)
     assert eagle3_utils.get_eagle3_aux_layers_from_config(spec) == (1, 3, 5)
 
 
@@ -106,25 +101,6 @@ def test_runner_v2_warns_when_the_head_names_no_layers(target, tmp_path):
     model = Target(num_layers=8)
     with warnings_of(eagle3_utils.logger) as records:
         eagle3_utils.set_eagle3_aux_hidden_state_layers(model, spec)
-    assert model.model.aux_hidden_state_layers == (2, 4, 5)
-    [warning] = [r.getMessage() for r in records]
-    assert "eagle_aux_hidden_state_layer_ids" in warning and "(2, 4, 5)" in warning
-
-
-def test_runner_v1_warns_when_the_head_names_no_layers(target, tmp_path):
-    spec = _eagle3(target, tmp_path / "eagle3")
-    model = Target(num_layers=8)
-    runner = SimpleNamespace(
-        use_aux_hidden_state_outputs=True,
-        speculative_config=spec,
-        model=model,
-        get_model=lambda: model,
-    )
-    runner._get_eagle3_aux_layers_from_config = (
-        lambda: GPUModelRunner._get_eagle3_aux_layers_from_config(runner)
-    )
-    with warnings_of(v1_logger) as records:
-        GPUModelRunner._setup_eagle3_aux_hidden_state_outputs(runner)
     assert model.model.aux_hidden_state_layers == (2, 4, 5)
     [warning] = [r.getMessage() for r in records]
     assert "eagle_aux_hidden_state_layer_ids" in warning and "(2, 4, 5)" in warning

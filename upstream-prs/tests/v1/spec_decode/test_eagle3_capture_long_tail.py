@@ -22,13 +22,7 @@ PREFIX = "vllm.model_executor.models."
 
 # architecture -> (outer class, decoder class, the layers' stream contract)
 CASES = {
-    "GemmaForCausalLM": ("gemma.GemmaForCausalLM", "gemma.GemmaModel", "split"),
     "Gemma2ForCausalLM": ("gemma2.Gemma2ForCausalLM", "gemma2.Gemma2Model", "split"),
-    "StableLmForCausalLM": (
-        "stablelm.StablelmForCausalLM",
-        "stablelm.StableLMEpochModel",
-        "whole",
-    ),
     "OrionForCausalLM": ("orion.OrionForCausalLM", "orion.OrionModel", "single"),
 }
 

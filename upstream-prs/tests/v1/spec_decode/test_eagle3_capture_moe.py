@@ -23,7 +23,6 @@ CASES = {
         "qwen2_moe.Qwen2MoeModel",
         "split",
     ),
-    "OlmoeForCausalLM": ("olmoe.OlmoeForCausalLM", "olmoe.OlmoeModel", "split"),
     "PhiMoEForCausalLM": ("phimoe.PhiMoEForCausalLM", "phimoe.PhiMoEModel", "whole"),
 }
 

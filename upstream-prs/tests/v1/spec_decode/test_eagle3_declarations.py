@@ -11,7 +11,6 @@ from vllm.model_executor.models.interfaces import supports_eagle3
 # Each decoder below already inherits EagleModelMixin and the outer forward returns
 # its output unchanged, so EAGLE3/DFlash/DSpark drafters only need the declaration.
 EAGLE3_CAPABLE = [
-    ("vllm.model_executor.models.aria", "AriaForConditionalGeneration"),
     (
         "vllm.model_executor.models.audioflamingo3",
         "AudioFlamingo3ForConditionalGeneration",
@@ -26,8 +25,6 @@ EAGLE3_CAPABLE = [
     ("vllm.model_executor.models.glmasr", "GlmAsrForConditionalGeneration"),
     ("vllm.model_executor.models.isaac", "IsaacForConditionalGeneration"),
     ("vllm.model_executor.models.kanana_v", "KananaVForConditionalGeneration"),
-    ("vllm.model_executor.models.keye", "KeyeForConditionalGeneration"),
-    ("vllm.model_executor.models.keye_vl1_5", "KeyeVL1_5ForConditionalGeneration"),
     (
         "vllm.model_executor.models.llava_onevision2",
         "LlavaOnevision2ForConditionalGeneration",

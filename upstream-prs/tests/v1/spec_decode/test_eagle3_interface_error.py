@@ -3,7 +3,6 @@
 """The EAGLE3 interface error names the model class, the method and a way out."""
 
 import json
-from types import SimpleNamespace
 
 import pytest
 from torch import nn
@@ -12,7 +11,6 @@ from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
 from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import (
     set_eagle3_aux_hidden_state_layers,
 )
-from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
 # A tiny Llama target and a one-layer EAGLE3 head over it (configs only).
 LLAMA = {
@@ -65,18 +63,4 @@ def _check(message: str) -> None:
 def test_model_runner_v2_error(eagle3):
     with pytest.raises(RuntimeError) as error:
         set_eagle3_aux_hidden_state_layers(ModelWithoutEagle3(), eagle3)
-    _check(str(error.value))
-
-
-def test_model_runner_v1_error(eagle3):
-    model = ModelWithoutEagle3()
-    # GPUModelRunner pins host buffers in __init__, which needs a CUDA driver:
-    # the runner is the state its setter reads.
-    runner = SimpleNamespace(
-        use_aux_hidden_state_outputs=True,
-        get_model=lambda: model,
-        speculative_config=eagle3,
-    )
-    with pytest.raises(RuntimeError) as error:
-        GPUModelRunner._setup_eagle3_aux_hidden_state_outputs(runner)
     _check(str(error.value))
