@@ -1,6 +1,6 @@
 """spec-check on the real published configs of tests/corpus (SOURCES.md), all cases in one process per GPU.
 
-Each case's expected verdict is written from vLLM 0.33.0's source (the "why" of tests/corpus/cases.json).
+Each case's expected verdict is written from vLLM 0.34.0's source (the "why" of tests/corpus/cases.json).
 """
 
 from __future__ import annotations

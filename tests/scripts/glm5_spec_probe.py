@@ -5,8 +5,8 @@ Writes tiny config-only checkpoints (no weights) in three shapes (nested multimo
 text-only glm5_next_text), builds vLLM's engine config for each case and reports what the draft became;
 then builds the real MTP module with the sparse indexer switched off. CPU stand-ins, none touching the
 behaviour under test: VLLM_TARGET_DEVICE=cpu (device string), prefix caching off (the CPU platform turns it
-off for MLA after the hybrid hook set mamba_block_size), the V2 runner (the V1 fallback without Triton
-rejects DFlash2 drafts), and for the module build only, the CPU attention selector ignores `sparse`.
+off for MLA after the hybrid hook set mamba_block_size), Triton taken as present (tests/scripts/cpu_platform.py),
+and for the module build only, the CPU attention selector ignores `sparse`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,12 @@ import tempfile
 import traceback
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cpu_platform  # noqa: E402
+
 # The CPU stand-ins (see above) are set when this runs as a script, before anything imports vllm: other scripts
 # and tests import its configs, and must not inherit them (the GPU script, the CPU e2e engines).
-CPU_STAND_INS = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_USE_V2_MODEL_RUNNER": "1"}
+CPU_STAND_INS = {"VLLM_TARGET_DEVICE": "cpu"}
 
 TEXT = dict(
     vocab_size=512, hidden_size=128, intermediate_size=256, moe_intermediate_size=64, num_hidden_layers=4,
@@ -84,9 +87,10 @@ def engine_config(paths: dict[str, str], target: str, speculative: dict):
     from vllm.engine.arg_utils import EngineArgs
 
     speculative = {k: v.format(**paths) if isinstance(v, str) else v for k, v in speculative.items()}
-    return EngineArgs(model=paths[target], skip_tokenizer_init=True, max_model_len=1024, dtype="bfloat16",
-                      enable_prefix_caching=False, max_num_batched_tokens=1024,
-                      speculative_config=speculative).create_engine_config()
+    args = EngineArgs(model=paths[target], skip_tokenizer_init=True, max_model_len=1024, dtype="bfloat16",
+                      enable_prefix_caching=False, max_num_batched_tokens=1024, speculative_config=speculative)
+    with cpu_platform.without_triton_cpu():
+        return args.create_engine_config()
 
 
 def describe(config) -> dict:

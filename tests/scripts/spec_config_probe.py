@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # without it the CUDA-less machine has no device string
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cpu_platform  # noqa: E402
 
 SHAPE = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
              vocab_size=512, max_position_embeddings=256, torch_dtype="float32")
@@ -42,7 +44,8 @@ def probe(arch: str, method: str) -> dict:
         args = EngineArgs(model=target, skip_tokenizer_init=True, max_model_len=128,
                           speculative_config=_speculative(method, root))
         try:
-            args.create_engine_config()
+            with cpu_platform.without_triton_cpu():
+                args.create_engine_config()
         except Exception as exc:  # noqa: BLE001 - the probe reports whatever validation raises
             return {"accepted": False, "error": f"{type(exc).__name__}: {exc}"}
         return {"accepted": True, "error": ""}

@@ -5,20 +5,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, WARN, Finding, Refused
+from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, WARN, Finding
 
-AUX, CONNECTOR, TURBOQUANT, PP_V1 = ("aux layers", "KV connector + draft KV", "TurboQuant KV + speculation",
-                                     "pipeline parallel on runner V1")
-# The phrase of the fork's V1 refusal (edits/vllm/config/vllm.py.toml) that names this rule's combination.
-PP_REFUSAL = "speculative decoding with pipeline parallelism"
-PP_FIX = ("serve on Model Runner V2 (VLLM_USE_V2_MODEL_RUNNER=1; it needs Triton and none of the features V1 was "
-          "picked for), or without --pipeline-parallel-size")
+AUX, CONNECTOR, TURBOQUANT = "aux layers", "KV connector + draft KV", "TurboQuant KV + speculation"
 
 
 def default_aux_layers(num_layers: int) -> Finding:
-    """No ids for get_eagle3_aux_layers_from_config (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py, V1's
-    GPUModelRunner._get_eagle3_aux_layers_from_config alike), so set_eagle3_aux_hidden_state_layers takes
-    SupportsEagle3.get_eagle3_default_aux_hidden_state_layers (model_executor/models/interfaces.py): (2, L/2, L-3)."""
+    """No ids for get_eagle3_aux_layers_from_config (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py), so
+    set_eagle3_aux_hidden_state_layers takes SupportsEagle3.get_eagle3_default_aux_hidden_state_layers (model_executor/models/interfaces.py): (2, L/2, L-3)."""
     default = [2, num_layers // 2, num_layers - 3]
     return Finding(AUX, WARN, f"the draft names no target layers (eagle_aux_hidden_state_layer_ids), so it reads "
                    f"the target's default (usually {default} of {num_layers}): a head trained on other layers "
@@ -27,30 +21,9 @@ def default_aux_layers(num_layers: int) -> Finding:
                    "trained on (its model card or training recipe; SafeAILab's EAGLE3 heads used these defaults)")
 
 
-def pipeline_on_v1(vllm_config: Any) -> Finding | None:
-    """GPUModelRunner.__init__ (v1/worker/gpu_model_runner.py) builds self.drafter only where
-    get_pp_group().is_last_rank, and _build_attention_metadata, which every stage runs in its first profile run,
-    reads self.drafter (vllm#30436). VllmConfig.use_v2_model_runner (config/vllm.py) picks the runner."""
-    pp = vllm_config.parallel_config.pipeline_parallel_size
-    if vllm_config.speculative_config is None or pp == 1 or vllm_config.use_v2_model_runner:
-        return None
-    return Finding(PP_V1, FAIL, f"speculative decoding with --pipeline-parallel-size {pp} on Model Runner V1: "
-                   "every stage but the last stops with \"'GPUModelRunner' object has no attribute 'drafter'\" "
-                   "in its first profile run, after loading its weights (vllm#30436)", PP_FIX)
-
-
-def refused(refusal: Refused) -> Finding | None:
-    """The config step refused a combination one of these rules covers: the finding names the rule."""
-    from vllm._fork.spec_check.checks import one_line
-
-    if PP_REFUSAL in str(refusal.cause):
-        return Finding(PP_V1, FAIL, f"{refusal.step}: {one_line(refusal.cause)}", PP_FIX)
-    return None
-
-
 def turboquant(vllm_config: Any) -> Finding | None:
     """TurboQuantMetadataBuilder.get_cudagraph_support (v1/attention/backends/turboquant_attn.py), resolved by
-    CompilationConfig.resolve_cudagraph_mode_and_sizes (config/compilation.py) as both runners resolve it: with
+    CompilationConfig.resolve_cudagraph_mode_and_sizes (config/compilation.py) as runner V2 resolves it: with
     UNIFORM_BATCH, verify batches (1 + k tokens per request) are FULL-captured, but the backend's forward sends
     every batch with max_query_len > 1 through a per-request prefill loop over host metadata (vllm#53406)."""
     from vllm.config.compilation import CUDAGraphMode
@@ -62,8 +35,7 @@ def turboquant(vllm_config: Any) -> Finding | None:
     support = TurboQuantMetadataBuilder.get_cudagraph_support(vllm_config, None)
     query = vllm_config.uniform_decode_query_len
     mode = copy.deepcopy(vllm_config.compilation_config).resolve_cudagraph_mode_and_sizes(
-        support, TurboQuantAttentionBackend.get_name(), uniform_decode_query_len=query,
-        use_v2_model_runner=vllm_config.use_v2_model_runner)
+        support, TurboQuantAttentionBackend.get_name(), uniform_decode_query_len=query)
     if mode.decode_mode() == CUDAGraphMode.FULL and query > 1:
         return Finding(TURBOQUANT, FAIL, f"--kv-cache-dtype {dtype} with speculative decoding: verify batches ({query} "
                        "tokens per request) are FULL-captured through TurboQuant's per-request prefill path, which "
@@ -149,10 +121,6 @@ def kv_connector(vllm_config: Any) -> Finding | None:
 
 
 def findings(vllm_config: Any) -> list[Finding]:
-    """Every combination rule that applies to this config, with the runner picked as on the GPU host."""
-    from vllm._fork.spec_check.configs import _as_on_the_gpu_host
-
-    # VllmConfig.use_v2_model_runner is a property: on the stand-in platform it must see Triton as the build did.
-    with _as_on_the_gpu_host():
-        found = [pipeline_on_v1(vllm_config), turboquant(vllm_config), kv_connector(vllm_config)]
+    """Every combination rule that applies to this config."""
+    found = [turboquant(vllm_config), kv_connector(vllm_config)]
     return [f for f in found if f is not None]

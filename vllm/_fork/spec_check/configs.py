@@ -6,8 +6,6 @@ says which step raised it. Every check and the KV plan read the one `VllmConfig`
 
 from __future__ import annotations
 
-import importlib
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from vllm._fork.spec_check.findings import Refused
@@ -75,30 +73,12 @@ def engine_args_for(args, target_dir: str, spec: dict):
     return engine_args
 
 
-@contextmanager
-def _as_on_the_gpu_host():
-    """On the stand-in platform, answer "is Triton there?" as the GPU host would (it always is there): the
-    engine picks its model runner (V1/V2) by it, and the runners accept different drafts."""
-    from vllm import platforms
-
-    if not getattr(platforms.current_platform, "spec_check_stand_in", False):
-        yield
-        return
-    module = importlib.import_module("vllm.config.vllm")
-    before = module.HAS_TRITON
-    module.HAS_TRITON = True
-    try:
-        yield
-    finally:
-        module.HAS_TRITON = before
-
-
 def build(engine_args):
     """The VllmConfig of one `vllm serve`; raises Refused naming the step vLLM refused."""
     progress = _Progress()
     _wrap(engine_args, progress)
     try:
-        with _as_on_the_gpu_host(), inspect_in_process():
+        with inspect_in_process():
             return engine_args.create_engine_config()
     except _config_errors() as exc:
         raise Refused(progress.step, exc) from exc

@@ -13,6 +13,7 @@ import types
 
 from vllm._fork.spec_check.checks import one_line
 from vllm._fork.spec_check.findings import FAIL, INFO, PASS, Finding
+from vllm._fork.spec_check.weights import memory_utilization
 
 GIB = 1 << 30
 NAME = "KV cache plan"
@@ -37,6 +38,12 @@ class _PlannedExecutor:
         from vllm.v1.worker.worker_base import WorkerBase
 
         WorkerBase.set_kv_cache_layout(self.worker, *layout)
+
+    def extensible_kv_cache_unsupported_reason(self, specs):
+        return "spec-check plans one stated KV budget instead of measuring memory after warm-up"
+
+    def disable_extensible_kv_cache(self, reason: str):
+        self.worker.cache_config.enable_extensible_kv_cache = False
 
     def determine_available_memory(self):
         return [self.available]
@@ -129,21 +136,21 @@ def plan_kv_caches(vllm_config, specs: dict, kv_memory: int):
     return EngineCore._initialize_kv_caches(core, vllm_config), executor.configs[0]
 
 
-def plan(vllm_config, memory_utilization: float, kv_memory: int | None) -> dict:
+def plan(vllm_config, kv_memory: int | None) -> dict:
     """Meta-built layers of the engine config spec-check built once (configs.build), their specs, then
     EngineCore's own planning steps."""
     from vllm.platforms import current_platform
     from vllm.v1.core.kv_cache_utils import get_max_concurrency_for_kv_cache_config
     from vllm.v1.kv_cache_interface import iter_layer_specs
-    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    from vllm.v1.worker.gpu.attn_utils import get_kv_cache_spec
 
     init_one_rank(vllm_config, vllm_config.parallel_config.tensor_parallel_size)
     try:
         weights = _build_on_meta(vllm_config)
-        runner = types.SimpleNamespace(vllm_config=vllm_config, shared_kv_cache_layers={})
-        specs = GPUModelRunner.get_kv_cache_spec(runner)  # the runner's own collection, read unbound
+        specs = get_kv_cache_spec(vllm_config)  # the collection runner V2 makes of its layers
         if kv_memory is None:
-            kv_memory = int(memory_utilization * current_platform.get_device_total_memory()) - weights
+            fraction = memory_utilization(vllm_config.cache_config)
+            kv_memory = int(fraction * current_platform.get_device_total_memory()) - weights
         scheduler_config, _ = plan_kv_caches(vllm_config, specs, kv_memory)
     finally:  # a batch of checks (tests/scripts/spec_check_batch.py) plans again in this process
         release_one_rank()
@@ -168,7 +175,7 @@ def kv_plan_finding(vllm_config, args, stand_in: bool) -> Finding:
     if current_platform.is_cpu() and args.kv_cache_memory_bytes is None:
         return Finding(NAME, INFO, "not computed: on the CPU platform pass --kv-cache-memory-bytes")
     try:
-        result = plan(vllm_config, args.gpu_memory_utilization, args.kv_cache_memory_bytes)
+        result = plan(vllm_config, args.kv_cache_memory_bytes)
     except ValueError as exc:  # the planner's own refusal: not enough memory for one request at max_model_len
         return Finding(NAME, FAIL, one_line(exc), "lower --max-model-len, or give the KV cache more memory")
     unprofiled = "" if args.kv_cache_memory_bytes else ", activation peak not subtracted"

@@ -150,8 +150,7 @@ def _findings(args: argparse.Namespace) -> list[Finding | None]:
             with own_faults(configs.ENGINE):
                 vllm_config = configs.build(configs.engine_args_for(args, target_dir, spec))
         except Refused as refused:
-            findings.append(combinations.refused(refused)
-                            or Finding(refused.step, FAIL, checks.one_line(refused.cause), configs.FIXES[refused.step]))
+            findings.append(Finding(refused.step, FAIL, checks.one_line(refused.cause), configs.FIXES[refused.step]))
             return findings
         findings += _after_configs(args, vllm_config, target, draft, requested)
         if not any(f is not None and f.status == FAIL for f in findings):  # plan only what would start

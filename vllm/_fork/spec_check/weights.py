@@ -114,6 +114,12 @@ def fit(gpu: Gpu, memory_fraction: float, kv_memory: int | None, weights: float,
     return PASS, f"{text}; {left / GIB:.1f} GiB to spare"
 
 
+def memory_utilization(cache) -> float:
+    """The GPU memory fraction vLLM sizes with: 0.34.0 resolves an unset one from its sizing mode, older
+    releases (the CPU test base) keep the field itself."""
+    return getattr(cache, "resolved_gpu_memory_utilization", cache.gpu_memory_utilization)
+
+
 def billions(count: int) -> str:
     return f"{count / 1e9:.1f}B" if count >= 1e9 else f"{count / 1e6:.1f}M"
 
@@ -177,7 +183,7 @@ def finding(target: dict, draft: dict | None, vllm_config, gpu: Gpu) -> Finding:
         kv = kv_bytes_per_token(target, tp, kv_bytes, model.max_model_len, pp) * model.max_model_len
     except (KeyError, TypeError, ZeroDivisionError) as exc:  # a field the count needs is missing or malformed
         raise CannotTell(f"cannot size the weights from config.json ({type(exc).__name__}: {exc})") from None
-    status, reason = fit(gpu, cache.gpu_memory_utilization, cache.kv_cache_memory_bytes, weights, kv)
+    status, reason = fit(gpu, memory_utilization(cache), cache.kv_cache_memory_bytes, weights, kv)
     counted_by = " (model class on meta)" if counted.notes else ""
     size = f"{billions(counted.total)} params{counted_by}{draft_note}, {quant.name}, TP={tp} PP={pp}" + (
         f" EP={ep_size}" if parallel.enable_expert_parallel else "")

@@ -84,8 +84,7 @@ def _draft(vllm_config, draft: dict, gpu: Gpu) -> list[Finding]:
                 contents.no_listing(folder, arch) if listing is None else
                 Finding(contents.DRAFT, INFO, f"{len(listing.names):,} tensors in {listing.source}; not compared "
                         "with the class (it was not built)")]
-    with configs._as_on_the_gpu_host():  # the loader re-validates the draft's VllmConfig as the GPU host would
-        built = draft_build.build(vllm_config, name, tensors(folder))
+    built = draft_build.build(vllm_config, name, tensors(folder))
     if built is None:
         return []
     tp = built.tp
