@@ -1,7 +1,7 @@
 """GLM-5.3-Flash + DFlash2 KV planning, TP8 H100 bf16, with vLLM's own planner on a stand-in SM90 platform,
 and vLLM's own KV cache manager driven on those plans.
 
-Documents what stock 0.33.0 does (planning succeeds, the drafter's sliding-window layers get a seventh group in
+Documents what stock 0.33.0 (and 0.34.0, the same stock plan) does (planning succeeds, the drafter's sliding-window layers get a seventh group in
 the same block pool, every group pays the widest group's block stride) and what the fork changes: KV pools per
 page size (vllm/_fork/kv_pools_*.py) at vLLM's defaults, plus draft packing without prefix caching
 (vllm/_fork/kv_pages.py). The scenario runner and its stubs are the benchmark's (benchmarks/glm5_kv/); "stock"
@@ -23,8 +23,28 @@ import kv_capacity
 import model_configs
 import sm90_stub
 from kv_pools_sim import Engine, check
+from vllm._fork.kv_pages import pools_proven
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "glm5_kv"
+
+# The pools were measured on 0.33.0's planner; on another release VLLM_FORK_KV_POOLS=on keeps the stock pools
+# (vllm/_fork/kv_pages.py, PROVEN_RELEASES). What fails there, for whoever ports them (strict: they turn red then).
+NOT_PORTED_PLAN = pytest.mark.xfail(
+    not pools_proven(), strict=True,
+    reason="KV pools not ported to vLLM 0.34.0 (gated to the stock plan). Ungated, carvable() refuses 0.34.0's "
+    "MambaSpec, whose block_stride_alignment is now state_alignment (1) instead of None, so the regrouped KDA "
+    "groups keep 1 slot per block: least full page 31.4 % (target only 14.5 %) < 85 %, conc @8k 84.7 < 100 "
+    "(target only 194.1 < 215)")
+NOT_PORTED_SCHEDULER = pytest.mark.xfail(
+    not pools_proven(), strict=True,
+    reason="KV pools not ported to vLLM 0.34.0 (gated to the stock plan, no carved pools to drive). There "
+    "KVCacheBlock.pool is a weakref.ref: SlabBlockPool makes slots with pool=self, which 0.34.0's "
+    "BlockPool.free_blocks calls ('SlabBlockPool' object is not callable), and tests/kv_pools_sim.py:131 "
+    "(block.pool is single.block_pool) fails on every block, stock's too")
+NOT_PORTED_VIEWS = pytest.mark.xfail(
+    not pools_proven(), strict=True,
+    reason="KV pools not ported to vLLM 0.34.0: gated to the stock plan, the fork's worker config is a plain "
+    "KVCacheConfig (no slots_per_block, no group_slots) with nothing carved to view")
 
 
 RUNS = {"target-stock": (False, "stock"), "target": (False, "fork"), "stock": (True, "stock"), "fork": (True, "fork"),
@@ -85,6 +105,7 @@ def padding_mib(plan: dict) -> float:
     return (taken - sum(g["needed_bytes"] for g in plan["groups_8k"])) / (1 << 20)
 
 
+@NOT_PORTED_PLAN
 @pytest.mark.parametrize("name, stock_name, least", [("fork", "stock", 100), ("target", "target-stock", 215)])
 def test_pools_per_page_size_at_the_defaults(plans, name, stock_name, least):
     """Prefix caching on: every group's page fills >= 85 % of its own stride, concurrency at 8k passes the goal,
@@ -104,6 +125,7 @@ def test_pools_per_page_size_at_the_defaults(plans, name, stock_name, least):
     assert padding_mib(fork) < padding_mib(stock) / 4
 
 
+@NOT_PORTED_PLAN
 def test_without_prefix_caching_the_fork_packs_the_draft_window_and_carves_the_rest(plans):
     stock, fork = plans["stock-nopc"], plans["fork-nopc"]
     assert stock["ok"] and fork["ok"], (stock.get("error"), fork.get("error"))
@@ -152,6 +174,7 @@ def play(engines: list[Engine], ops, after_each=lambda: None) -> None:
         after_each()
 
 
+@NOT_PORTED_SCHEDULER
 @settings(max_examples=25, deadline=None)
 @given(ops=OPS)
 def test_roomy_pools_hit_exactly_what_the_stock_plan_hits(plans, ops):
@@ -168,6 +191,7 @@ def test_roomy_pools_hit_exactly_what_the_stock_plan_hits(plans, ops):
     assert [len(e.running) for e in engines] == [len(engines[0].running)] * 2
 
 
+@NOT_PORTED_SCHEDULER
 @settings(max_examples=60, deadline=None)
 @given(ops=OPS, num_blocks=st.integers(60, 140))
 def test_tight_pools_never_own_a_byte_twice(plans, ops, num_blocks):
@@ -177,6 +201,7 @@ def test_tight_pools_never_own_a_byte_twice(plans, ops, num_blocks):
     play([Engine(fork["scheduler"], fork["manager_args"], num_blocks)], ops + [("step", 3)] * 6)
 
 
+@NOT_PORTED_SCHEDULER
 def test_a_long_tight_run_preempts_resumes_and_takes_lent_blocks_back(plans):
     """400 operations on 120 shared blocks (fixed pseudo-random choices): the paths the properties above rely on
     are taken here for sure. Resumed requests hit their own prefix, and lent blocks return to the shared pool."""
@@ -193,6 +218,7 @@ def test_a_long_tight_run_preempts_resumes_and_takes_lent_blocks_back(plans):
     assert any(later < earlier for earlier, later in zip(lent_totals, lent_totals[1:]))  # given back
 
 
+@NOT_PORTED_SCHEDULER
 @pytest.mark.parametrize("name, stock_name", [("fork", "stock"), ("target", "target-stock")])
 def test_the_scheduler_admits_what_the_plan_promises(plans, name, stock_name):
     """8k requests until the manager refuses one: the carved plan runs as many at once as vLLM's formula says."""
@@ -212,6 +238,7 @@ def test_the_scheduler_admits_what_the_plan_promises(plans, name, stock_name):
 
 # --- the workers' KV views of the carved plan, on CPU tensors ----------------------------------------------------
 
+@NOT_PORTED_VIEWS
 def test_worker_views_of_the_carved_plan_match_each_layer_and_never_overlap(plans):
     """vLLM's allocate_kv_cache (both runners' allocation) on the fork's worker config, re-planned for 8 shared
     blocks: each layer's view has its spec's shape over all its pool's ids, every page lies inside its own slot, and

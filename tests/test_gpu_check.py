@@ -315,3 +315,22 @@ def test_sharpen_refuses_a_model_it_cannot_reach():
 
     with pytest.raises(RuntimeError, match="no final norm"):
         sharpen(torch.nn.Linear(2, 2))
+
+
+def test_where_the_pools_are_not_ported_the_ab_checks_that_opting_in_keeps_stocks_plan():
+    """gpu-check's pools A/B on a vLLM release the pools are not ported to: both arms stock's plan, the warning line,
+    no carving line, the same hits; a carved config, a missing warning or other hits fail it."""
+    import gpu_check
+
+    plain = {"type": "KVCacheConfig", "groups": [{"slots": 1, "kind": "MambaSpec", "draft": False}],
+             "num_blocks": 6200, "kv_cache_max_concurrency": 60.78, "kv_cache_size_tokens": 1991780}
+    on = {"kv_config": plain, "log_text": f"WARNING VLLM_FORK_KV_POOLS=on: {gpu_check.GATED_LOG} to vLLM 0.34.0+fork",
+          "prefix_cache_hits": 17920, "prefix_cache_queries": 26460}
+    off = {"kv_config": dict(plain), "log_text": "", "prefix_cache_hits": 17920, "prefix_cache_queries": 26460}
+    assert gpu_check.pools_gated_verdict(on, off) == []
+    carved = dict(plain, type="PooledKVCacheConfig", groups=[{"slots": 2, "kind": "MambaSpec", "draft": False}],
+                  kv_cache_size_tokens=2220049)
+    assert len(gpu_check.pools_gated_verdict(dict(on, kv_config=carved), off)) == 2
+    assert gpu_check.pools_gated_verdict(dict(on, log_text=""), off) == \
+        [f"pools on: no log line '... {gpu_check.GATED_LOG} ...'"]
+    assert gpu_check.pools_gated_verdict(dict(on, prefix_cache_hits=0), off)

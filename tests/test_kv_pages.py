@@ -192,3 +192,36 @@ def test_a_misspelled_pools_switch_is_refused_naming_it(monkeypatch):
     monkeypatch.setenv(POOLS_ENV, "yes please")
     with pytest.raises(ValueError, match="VLLM_FORK_KV_POOLS='yes please': use 'on' or 'off'"):
         pack_draft_groups(groups, KVCacheLayout.BLHNC, prefix_caching=False)
+
+
+@pytest.mark.parametrize("version, proven", [("0.33.0", True), ("0.33.0+fork", True), ("0.33.2", True),
+                                             ("0.32.0+fork", True), ("0.34.0+fork", False), ("0.34.0", False),
+                                             ("0.31.1", False), ("not a version", False)])
+def test_pools_are_proven_on_0_33_and_the_cpu_base_only(version, proven):
+    from vllm._fork.kv_pages import pools_proven
+
+    assert pools_proven(version) is proven
+
+
+def test_opting_in_on_an_unproven_release_keeps_the_stock_pools_and_says_so_once(monkeypatch, caplog):
+    """VLLM_FORK_KV_POOLS=on on a release the pools were not measured on: pools_apply refuses (so no group is
+    regrouped or carved) with one warning line; the draft packing, checked above against this release's own
+    block-stride function, still applies."""
+    import types
+
+    import vllm
+    from vllm._fork import kv_pages, kv_pools_plan
+
+    groups = [_group({f"t{i}": target() for i in range(3)}), _group({f"d{i}": window() for i in range(5)})]
+    monkeypatch.delenv(DISABLE_ENV, raising=False)
+    monkeypatch.setenv(POOLS_ENV, "on")
+    monkeypatch.setattr(vllm, "__version__", "0.34.0+fork")
+    monkeypatch.setattr(kv_pages, "_said_unproven", False)
+    config = types.SimpleNamespace(kv_transfer_config=None)  # pools_apply must refuse before reading anything else
+    with caplog.at_level(logging.WARNING, logger=kv_pages.__name__):
+        assert kv_pools_plan.pools_apply(config, groups) is False
+        assert kv_pools_plan.pools_apply(config, groups) is False
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [("VLLM_FORK_KV_POOLS=on: KV pools per page size were measured on vLLM 0.33.0's planner only "
+                         "and are not ported to vLLM 0.34.0+fork; its stock KV pool is kept (docs/kv-pools.md)")]
+    assert pack_draft_groups(groups, KVCacheLayout.BLHNC, prefix_caching=False) != groups

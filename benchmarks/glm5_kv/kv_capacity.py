@@ -1,4 +1,4 @@
-"""KV-cache capacity of GLM-5.3-Flash at TP8, target-only vs + DFlash2, as vLLM 0.33.0 plans it.
+"""KV-cache capacity of GLM-5.3-Flash at TP8, target-only vs + DFlash2, as vLLM 0.33.0 / 0.34.0 plans it.
 
 Runs vLLM's own planner on a CPU (stand-in SM90 platform, see README.md), one subprocess per
 GPU x KV dtype, and prints stock and fork plans side by side, next to the physical bound. From the repo root:
@@ -55,7 +55,10 @@ def run_scenarios(work: Path, gpu: str, kv: str, runs: dict[str, tuple]) -> dict
 
 def scenario_label(res: dict) -> str:
     cache = "" if res.get("prefix_caching", True) else ", no prefix caching"
-    planner = "fork" if res["planner"] == "fork" else "stock 0.33.0"
+    release = res.get("vllm", "").split("+")[0]
+    planner = "fork" if res["planner"] == "fork" else f"stock {release}".strip()
+    if res["planner"] == "fork" and res.get("pools_ported") is False:
+        planner += " (pools not ported: stock pools)"
     return ("target + DFlash2, " if res["draft"] else "target only, ") + planner + cache
 
 
@@ -126,7 +129,7 @@ def print_gain(results: list[dict]) -> None:
     pairs: dict[tuple, dict] = {}
     for res in (r for r in results if r.get("ok")):
         pairs.setdefault((res["gpu"], res["kv"], res["prefix_caching"], res["draft"]), {})[res["planner"]] = res
-    print("\nStock 0.33.0 -> fork (pools per page size; draft packing only without prefix caching):")
+    print("\nStock -> fork (pools per page size where ported, 0.33.x; draft packing only without prefix caching):")
     print("| GPU | KV | prefix caching | model | conc @8k | conc @128k | max KV tokens | least full page | "
           "hits aligned to | draft blocks per 8k request |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -160,8 +163,9 @@ def group_label(group: dict) -> str:
 
 
 HEADER = """\
-Planner: vLLM's own KV planning. 'stock 0.33.0' rows switch the fork's planning changes off
-(VLLM_FORK_DISABLE_KV_PACKING=1: no pools per page size, no draft packing), 'fork' rows keep them.
+Planner: vLLM's own KV planning. 'stock' rows switch the fork's planning changes off
+(VLLM_FORK_DISABLE_KV_PACKING=1: no pools per page size, no draft packing), 'fork' rows keep them
+(pools per page size only on the releases they were proven on, vllm/_fork/kv_pages.py PROVEN_RELEASES).
 Available KV memory = 0.9 x GPU memory - 306 GiB/8 target weights - drafter weights;
 activations, CUDA graphs and non-torch memory are NOT subtracted (real pools are smaller).
 Bound = target KV for every token + KDA/tail states + drafter KV for its 2048-token

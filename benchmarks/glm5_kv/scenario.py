@@ -53,7 +53,7 @@ def use_planner(which: str) -> None:
     if hooked:
         from vllm._fork.kv_pages import DISABLE_ENV, POOLS_ENV
 
-        # The fork's own switches, read at planning time: "1" plans exactly as stock 0.33.0; fork rows opt in.
+        # The fork's own switches, read at planning time: "1" plans exactly as stock vLLM; fork rows opt in.
         os.environ[DISABLE_ENV] = "1" if which == "stock" else "0"
         os.environ[POOLS_ENV] = "off" if which == "stock" else "on"
 
@@ -64,14 +64,18 @@ def run(args, platform) -> dict:
 
     import planner
 
-    # The stubs and the planner call sequence are written against 0.33.0's internals.
-    if not vllm.__version__.startswith("0.33.0"):
-        raise RuntimeError(f"needs vLLM 0.33.0 (the fork counts), found {vllm.__version__}")
+    # The stubs and the planner call sequence are written against 0.33.0's internals; 0.34.0 plans the same stock
+    # groups through them (tests/test_glm5_kv_plan.py checks the stock numbers on each).
+    if not vllm.__version__.startswith(("0.33.0", "0.34.0")):
+        raise RuntimeError(f"needs vLLM 0.33.0 or 0.34.0 (the fork counts), found {vllm.__version__}")
 
     use_planner(args.planner)
     models = Path(args.models)
+    from vllm._fork.kv_pages import pools_proven
+
+    # Fork rows on a release the pools are not ported to keep stock's pools (only draft packing may apply).
     res = {"gpu": args.gpu, "kv": args.kv, "draft": args.draft, "prefix_caching": args.prefix_caching,
-           "vllm": vllm.__version__}
+           "vllm": vllm.__version__, "pools_ported": pools_proven()}
     vc = planner.make_vllm_config(str(models / TARGET_DIR),
                                   str(models / DRAFT_DIR) if args.draft else None, args.kv, args.prefix_caching)
     res["cache_dtype"] = vc.cache_config.cache_dtype
@@ -116,7 +120,7 @@ def main() -> None:
                     help="plan as `vllm serve --no-enable-prefix-caching` (KDA states leave align mode)")
     ap.add_argument("--draft", action="store_true")
     ap.add_argument("--planner", choices=["fork", "stock"], default="fork",
-                    help="stock: plan as vLLM 0.33.0 does (VLLM_FORK_DISABLE_KV_PACKING=1)")
+                    help="stock: plan as stock vLLM does (VLLM_FORK_DISABLE_KV_PACKING=1)")
     ap.add_argument("--models", required=True, help="folder written by model_configs.write")
     ap.add_argument("--libcuda", required=True, help="path to the built libcuda.so.1 stub")
     ap.add_argument("--out", help="where the result goes (each batch entry names its own)")

@@ -11,6 +11,7 @@ Per request it records, up to the step where its prompt is done and the draft fi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from dataclasses import dataclass, field
@@ -133,10 +134,10 @@ class Engine:
             done = start + n >= request.num_prompt_tokens
             answer = self.outputs.setdefault(req_id, [])
             sampled.append([7 + len(answer)] if done else [])
-        self.scheduler.update_from_output(out, ModelRunnerOutput(
-            req_ids=list(out.num_scheduled_tokens), req_id_to_index={r: i for i, r in
-                                                                     enumerate(out.num_scheduled_tokens)},
-            sampled_token_ids=sampled))
+        order = {"req_ids": list(out.num_scheduled_tokens)}
+        if "req_id_to_index" in {f.name for f in dataclasses.fields(ModelRunnerOutput)}:  # 0.33.0; 0.34.0 dropped it
+            order["req_id_to_index"] = {r: i for i, r in enumerate(out.num_scheduled_tokens)}
+        self.scheduler.update_from_output(out, ModelRunnerOutput(**order, sampled_token_ids=sampled))
         for req_id, tokens in zip(out.num_scheduled_tokens, sampled):
             self.outputs[req_id].extend(tokens)
         return steps

