@@ -16,6 +16,11 @@ from forktool.vocabulary import AuditStatus
 
 AMD_KIMI = ("KimiLinearForCausalLM", "vllm.models.kimi_k3.amd.linear.KimiLinearForCausalLM")
 CUDA_KIMI = ("KimiLinearForCausalLM", "vllm.models.kimi_k3.nvidia.model.KimiLinearForCausalLM")
+# New in vLLM 0.34.0: MingV3ASR wraps BailingMoeV3ForCausalLM, whose decoder captures on the fork
+# (bailing_moe_v3.py.toml), but the outer class does not declare SupportsEagle3, so on the fork alone it is
+# broken-undeclared (upstream, with no capture, it is "not applicable"). It waits for a declaration edit
+# like bailing_moe_v3_vl.py.toml's; once that lands these assertions fail until the name is removed here.
+AWAITING_DECLARATION = {"MingV3ASRForConditionalGeneration"}
 
 
 @pytest.fixture(scope="module")
@@ -59,13 +64,26 @@ def test_known_upstream_rows(audits, arch, status):
     assert {r.status for (a, _), r in upstream.items() if a == arch} == {status}
 
 
+def test_a_decoder_capturing_only_through_a_helper_is_unresolvable(audits):
+    """Mistral Large 4 on ROCm: MistralLarge4Model.forward hands every step to _stock_forward or the specialized
+    decode, and only those capture; the audit finds the helper but cannot show every path reaches it."""
+    upstream, fork, _, _ = audits
+    amd = ("MistralLarge4ForCausalLM", "vllm.models.mistral.mistral_large4.amd.model.MistralLarge4ForCausalLM")
+    nvidia = ("MistralLarge4ForCausalLM", "vllm.models.mistral.mistral_large4.nvidia.model.MistralLarge4ForCausalLM")
+    for rows in (upstream, fork):
+        assert (rows[amd].status, rows[amd].declared) == ("unresolvable statically", True)
+        assert "(helper MistralLarge4Model._stock_forward)" in rows[amd].reason
+        assert rows[nvidia].status == "works"  # its forward captures in its own layer loop
+
+
 def test_counts_upstream_and_fork(audits):
     _, _, upstream, fork = audits
     before, after = counts(upstream)["generation"], counts(fork)["generation"]
-    assert (before["broken-undeclared"], before["broken-declared-not-implemented"]) == (28, 4)
-    assert (after["broken-undeclared"], after["broken-declared-not-implemented"]) == (0, 0)
-    # Every row broken upstream works on the fork: the 28 undeclared and the 4 that declared without capture.
-    assert (after["fixed by fork"], after["refused by fork"]) == (32, 0)
+    assert (before["broken-undeclared"], before["broken-declared-not-implemented"]) == (25, 4)
+    assert (after["broken-undeclared"], after["broken-declared-not-implemented"]) == (len(AWAITING_DECLARATION), 0)
+    assert {r.arch for r in fork if is_generation(r) and r.status == "broken-undeclared"} == AWAITING_DECLARATION
+    # Every row broken upstream works on the fork: the 25 undeclared and the 4 that declared without capture.
+    assert (after["fixed by fork"], after["refused by fork"]) == (29, 0)
     assert after["unsupported"] == before["unsupported"] == 4
     assert sum(before.values()) == sum(after.values())
 
@@ -92,26 +110,28 @@ def test_newly_capturing_classes_work_on_the_fork(audits):
 def test_cli_table_and_json(audits, fork_sources, monkeypatch, capsys):
     done = run_forktool("audit", "--json")
     data = json.loads(done.stdout)
-    # Nothing on the fork is broken statically; the one broken row is what the oracles found: DeepSeek-V4's
-    # aux-state drafters inherit its fp8_ds_mla KV cache, which no attention backend takes for the draft's layers.
+    # Nothing on the fork is broken statically but the rows awaiting a declaration edit; the other broken row
+    # is what the oracles found: DeepSeek-V4's aux-state drafters inherit its fp8_ds_mla KV cache, which no
+    # attention backend takes for the draft's layers.
     statically_broken = (AuditStatus.UNDECLARED, AuditStatus.NOT_IMPLEMENTED)
-    assert [data["counts"]["generation"].get(str(s), 0) for s in statically_broken] == [0, 0]
+    assert [data["counts"]["generation"].get(str(s), 0) for s in statically_broken] == [len(AWAITING_DECLARATION), 0]
+    assert {r["arch"] for r in data["rows"] if r["status"] in statically_broken} == AWAITING_DECLARATION
     oracle_found = {r["arch"]: r["reason"] for r in data["rows"] if r["status"] == AuditStatus.ORACLE_FAILED}
     assert (done.returncode, sorted(oracle_found)) == (1, ["DeepseekV4ForCausalLM"]), done.stdout[-2000:]
     assert "kv_cache_dtype=fp8_ds_mla" in oracle_found["DeepseekV4ForCausalLM"]
-    assert data["counts"]["generation"]["fixed by fork"] == 32
+    assert data["counts"]["generation"]["fixed by fork"] == 29
     # The tables through the same CLI in this process, over the session's trees (the subprocess above has
     # already shown the CLI's own fetch and assembly; the classification is what takes a minute each time).
     monkeypatch.setattr(audit_run, "fork_and_upstream", lambda project, wheel: fork_sources[2:])
     monkeypatch.setattr(audit_run, "upstream_tree", lambda wheel: fork_sources.upstream)
     assert main(["audit"]) == 1
     table = capsys.readouterr().out
-    assert table.strip().endswith("broken generation architectures: 1")
+    assert table.strip().endswith(f"broken generation architectures: {1 + len(AWAITING_DECLARATION)}")
     assert "unsupported                      JambaForCausalLM" in table
     assert main(["audit", "--tree", "upstream"]) == 1
     table = capsys.readouterr().out
     assert "broken-undeclared                Glm4ForCausalLM" in table
-    assert table.strip().endswith("broken generation architectures: 32")
+    assert table.strip().endswith("broken generation architectures: 29")
 
 
 def test_every_generation_row_left_without_capture_is_named_with_its_reason(audits):

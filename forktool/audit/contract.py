@@ -129,6 +129,15 @@ def _collect(module: str, init: ast.FunctionDef, result: dict, params: dict | No
     visit(init.body, False)
 
 
+def _names(function: ast.FunctionDef) -> list[str]:
+    return [n.attr if isinstance(n, ast.Attribute) else n.id for n in ast.walk(function)
+            if isinstance(n, (ast.Attribute, ast.Name))]
+
+
+def _names_aux(function: ast.FunctionDef) -> bool:
+    return any("aux_hidden" in name for name in _names(function))
+
+
 class ContractReader:
     """Decides contracts over one tree; `registry` maps architecture names to (module, class)."""
 
@@ -231,9 +240,19 @@ class ContractReader:
         if not holders:
             return Contract(declared, None, path, why)
         is_mixin = [any(_is(a, "EagleModelMixin") for a in self.tree.mro(h)) for h in holders]
-        mixins = [m and self._captures(h) for m, h in zip(is_mixin, holders)]
-        implemented = True if all(mixins) else False if not any(mixins) else None
+        found = [self._captures(h) if m else (False, ()) for m, h in zip(is_mixin, holders)]
+        mixins = [c for c, _ in found]
         names = ", ".join(sorted({h.name for h in holders}))
+        via_helper = sorted({f"{h.name}.{name}" for (c, helpers), h in zip(found, holders) if c is None
+                             for name in helpers})
+        if via_helper:  # undecided: whether every path through forward reaches the helper is not followed
+            return Contract(declared, None, f"{path} -> {names}",
+                            f"forward names no aux hidden states itself; they are captured in code it calls "
+                            f"(helper {', '.join(via_helper)}), and the static audit does not decide that every "
+                            "path through forward reaches it",
+                            self._passes_through(ref, callees or {path.partition(".")[0], path}),
+                            tuple(sorted({h.key for h in holders})))
+        implemented = True if all(mixins) else False if not any(mixins) else None
         dropped = [h.name for m, c, h in zip(is_mixin, mixins, holders) if m and not c]
         reason = "platform variants differ" if implemented is None else (
             f"{', '.join(dropped)} inherits EagleModelMixin but its forward never captures" if dropped else "")
@@ -241,21 +260,37 @@ class ContractReader:
                         self._passes_through(ref, callees or {path.partition(".")[0], path}),
                         tuple(sorted({h.key for h in holders})))
 
-    def _captures(self, holder: ClassRef) -> bool:
-        """The holder's forward (as inherited) touches aux hidden states: a mixin whose forward was
-        overridden without capture would accept the layers and then never return them."""
+    def _captures(self, holder: ClassRef) -> tuple[bool | None, tuple[str, ...]]:
+        """Whether the holder's forward (as inherited) touches aux hidden states: a mixin whose forward was
+        overridden without capture would accept the layers and then never return them. (None, helpers) when
+        forward names none itself but calls methods of its own that do (`self._stock_forward(...)`)."""
         for cls in self.tree.mro(holder):
             forward = next((n for n in cls.node.body if isinstance(n, ast.FunctionDef) and n.name == "forward"),
                            None)
             if forward is None:
                 continue
-            names = [n.attr if isinstance(n, ast.Attribute) else n.id for n in ast.walk(forward)
-                     if isinstance(n, (ast.Attribute, ast.Name))]
-            if any("aux_hidden" in name for name in names):
-                return True
-            if "super" not in names:  # an override that neither captures nor defers to its base
-                return False
-        return True
+            if _names_aux(forward):
+                return True, ()
+            if "super" not in _names(forward):  # an override that neither captures nor defers to its base
+                helpers = tuple(sorted(self._capturing_helpers(holder, forward, {"forward"})))
+                return (None, helpers) if helpers else (False, ())
+            # else: defers to its base's forward, looked at next
+        return True, ()
+
+    def _capturing_helpers(self, holder: ClassRef, function: ast.FunctionDef, seen: set[str]) -> set[str]:
+        """Methods of the holder that `function` calls as self.<name>(...) and that (or whose own such
+        helpers) name aux hidden states."""
+        found = set()
+        for node in ast.walk(function):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "self" \
+                    and node.func.attr not in seen:
+                seen.add(node.func.attr)
+                method = _method(self.tree, holder, node.func.attr)
+                if method is not None and (_names_aux(method[1])
+                                           or self._capturing_helpers(holder, method[1], seen)):
+                    found.add(node.func.attr)
+        return found
 
     def path_classes(self, ref: ClassRef, dotted: str) -> tuple[list[ClassRef], str]:
         current, reason = [ref], ""

@@ -20,6 +20,13 @@ GEMMA3N = ("AltUp carries altup_num_inputs parallel predictions between layers, 
            "self-decoder and a KV-sharing cross-decoder whose layers, with kv_sharing_fast_prefill, run only on the "
            "tokens that need logits, so later layers' states do not cover every token a drafter reads")
 
+def _no_edit_yet(decoder: str) -> str:
+    return (f"new in vLLM 0.34.0 and not given capture by the fork yet: {decoder} keeps one plain stream between "
+            "layers (none of the obstacles above), so what it lacks is a capture edit")
+
+
+LFM3 = _no_edit_yet("Lfm3Model, like Lfm2Model (edits/vllm/model_executor/models/lfm2.py.toml),")
+
 # module.Class -> why its decoder still records no aux hidden states on the fork.
 NOT_CAPTURED = {
     "vllm.model_executor.models.alice_ai.AliceAIForCausalLM":
@@ -38,6 +45,13 @@ NOT_CAPTURED = {
         "its skip connections (bskcn) blend earlier streams into hidden and residual before some layers, so the "
         "output of layer i and the stream entering layer i + 1 differ there; which one a Solar draft is trained on "
         "is not known without a published draft",
+    "vllm.model_executor.models.lfm3.Lfm3ForCausalLM": LFM3,
+    "vllm.model_executor.models.lfm3_vl.Lfm3VlForConditionalGeneration": LFM3,
+    "vllm.model_executor.models.lfm3_audio.Lfm3AudioForConditionalGeneration": LFM3,
+    "vllm.model_executor.models.canary.CanaryForConditionalGeneration": _no_edit_yet(
+        "CanaryDecoder, like CohereASRDecoder (edits/vllm/model_executor/models/cohere_asr.py.toml),"),
+    "vllm.model_executor.models.zaya.ZayaForCausalLM": _no_edit_yet(
+        "ZayaModel (the fp32 residual stream each ZayaDecoderLayer returns)"),
     "vllm.models.step5.nvidia.model.Step5ForCausalLM":
         "with sequence parallelism the stream inside the layer loop is sharded across tensor-parallel ranks (it is "
         "gathered only after the last layer), so every chosen layer's state needs its own all-gather",
