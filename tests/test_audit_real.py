@@ -16,11 +16,6 @@ from forktool.vocabulary import AuditStatus
 
 AMD_KIMI = ("KimiLinearForCausalLM", "vllm.models.kimi_k3.amd.linear.KimiLinearForCausalLM")
 CUDA_KIMI = ("KimiLinearForCausalLM", "vllm.models.kimi_k3.nvidia.model.KimiLinearForCausalLM")
-# New in vLLM 0.34.0: MingV3ASR wraps BailingMoeV3ForCausalLM, whose decoder captures on the fork
-# (bailing_moe_v3.py.toml), but the outer class does not declare SupportsEagle3, so on the fork alone it is
-# broken-undeclared (upstream, with no capture, it is "not applicable"). It waits for a declaration edit
-# like bailing_moe_v3_vl.py.toml's; once that lands these assertions fail until the name is removed here.
-AWAITING_DECLARATION = {"MingV3ASRForConditionalGeneration"}
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +75,7 @@ def test_counts_upstream_and_fork(audits):
     _, _, upstream, fork = audits
     before, after = counts(upstream)["generation"], counts(fork)["generation"]
     assert (before["broken-undeclared"], before["broken-declared-not-implemented"]) == (25, 4)
-    assert (after["broken-undeclared"], after["broken-declared-not-implemented"]) == (len(AWAITING_DECLARATION), 0)
-    assert {r.arch for r in fork if is_generation(r) and r.status == "broken-undeclared"} == AWAITING_DECLARATION
+    assert (after["broken-undeclared"], after["broken-declared-not-implemented"]) == (0, 0)
     # Every row broken upstream works on the fork: the 25 undeclared and the 4 that declared without capture.
     assert (after["fixed by fork"], after["refused by fork"]) == (29, 0)
     assert after["unsupported"] == before["unsupported"] == 4
@@ -114,8 +108,7 @@ def test_cli_table_and_json(audits, fork_sources, monkeypatch, capsys):
     # is what the oracles found: DeepSeek-V4's aux-state drafters inherit its fp8_ds_mla KV cache, which no
     # attention backend takes for the draft's layers.
     statically_broken = (AuditStatus.UNDECLARED, AuditStatus.NOT_IMPLEMENTED)
-    assert [data["counts"]["generation"].get(str(s), 0) for s in statically_broken] == [len(AWAITING_DECLARATION), 0]
-    assert {r["arch"] for r in data["rows"] if r["status"] in statically_broken} == AWAITING_DECLARATION
+    assert [data["counts"]["generation"].get(str(s), 0) for s in statically_broken] == [0, 0]
     oracle_found = {r["arch"]: r["reason"] for r in data["rows"] if r["status"] == AuditStatus.ORACLE_FAILED}
     assert (done.returncode, sorted(oracle_found)) == (1, ["DeepseekV4ForCausalLM"]), done.stdout[-2000:]
     assert "kv_cache_dtype=fp8_ds_mla" in oracle_found["DeepseekV4ForCausalLM"]
@@ -126,7 +119,7 @@ def test_cli_table_and_json(audits, fork_sources, monkeypatch, capsys):
     monkeypatch.setattr(audit_run, "upstream_tree", lambda wheel: fork_sources.upstream)
     assert main(["audit"]) == 1
     table = capsys.readouterr().out
-    assert table.strip().endswith(f"broken generation architectures: {1 + len(AWAITING_DECLARATION)}")
+    assert table.strip().endswith("broken generation architectures: 1")
     assert "unsupported                      JambaForCausalLM" in table
     assert main(["audit", "--tree", "upstream"]) == 1
     table = capsys.readouterr().out

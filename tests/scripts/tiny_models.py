@@ -123,31 +123,6 @@ def glm4_moe(out: Path) -> None:
     _save(Glm4MoeForCausalLM, config, out, "Glm4MoeForCausalLM")
 
 
-# Decoders kept outside `.model`, each its own way of handing the stream on (EAGLE3 runs need the drafter loaders
-# to find their embedding there): GPT-2 (blocks return the whole stream) and Falcon (parallel attention and MLP),
-# both at .transformer.
-OUTSIDE_MODEL = dict(vocab_size=VOCAB, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD, initializer_range=0.2,
-                     tie_word_embeddings=False)  # their configs name the widths each its own way
-
-
-def gpt2(out: Path) -> None:
-    """GPT2LMHeadModel: learned positions, blocks that return the whole stream."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    config = GPT2Config(**OUTSIDE_MODEL, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_inner=FFN,
-                        n_positions=MAX_POS)
-    _save(GPT2LMHeadModel, config, out, "GPT2LMHeadModel")
-
-
-def falcon(out: Path) -> None:
-    """FalconForCausalLM (the 7B layout: parallel attention and MLP, one KV head)."""
-    from transformers import FalconConfig, FalconForCausalLM
-
-    config = FalconConfig(**OUTSIDE_MODEL, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-                          num_attention_heads=HEADS, max_position_embeddings=MAX_POS)
-    _save(FalconForCausalLM, config, out, "FalconForCausalLM")
-
-
 def _drafter(out: Path, config: dict, shapes: dict[str, tuple[int, ...]], seed: int) -> None:
     """Write config.json and safetensors: norms are ones, everything else small random."""
     generator = torch.Generator().manual_seed(seed)
@@ -220,7 +195,6 @@ if __name__ == "__main__":
     builders = {"glm4": glm4, "qwen2audio": qwen2audio, "eagle3": eagle3, "dflash": dflash,
                 "dflash_beyond_depth": dflash_beyond_depth, "dflash_wide_window": dflash_wide_window}
     builders |= {"gemma3": gemma3, "mixtral": mixtral, "qwen2_moe": qwen2_moe, "glm4_moe": glm4_moe}
-    builders |= {"gpt2": gpt2, "falcon": falcon}
     for name in sys.argv[2:] or builders:  # the builders named (tests/test_cpu_e2e.py CASES), else all
         build = builders[name]
         torch.manual_seed(0)

@@ -116,5 +116,5 @@ def test_v2_eagle_loader_takes_the_language_model_without_model(monkeypatch):
     )
     monkeypatch.setattr(eagle_utils, "get_model", lambda **kwargs: draft)
     loaded = eagle_utils.load_eagle_model(target, config)
-    assert loaded.model.embed_tokens is target.transformer.wte
+    assert loaded.get_submodule("model.embed_tokens") is target.transformer.wte
     assert loaded.lm_head is target.lm_head

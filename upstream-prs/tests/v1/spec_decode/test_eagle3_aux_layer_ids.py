@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
-"""EAGLE3 aux layer ids: the runner reads them under eagle_config too, and warns on defaults."""
+"""EAGLE3 aux layer ids: read under eagle_config too, with a warning on defaults."""
 
 import json
 import logging

@@ -23,6 +23,17 @@ CASES = {
         "bailing_moe_v3.BailingMoeV3Model",
         "split",
     ),
+    # The multimodal wrappers return their Bailing V3 language model's output.
+    "BailingMoeV3VLForConditionalGeneration": (
+        "bailing_moe_v3_vl.BailingMoeV3VLForConditionalGeneration",
+        "bailing_moe_v3.BailingMoeV3Model",
+        "split",
+    ),
+    "MingV3ASRForConditionalGeneration": (
+        "ming_v3_asr.MingV3ASRForConditionalGeneration",
+        "bailing_moe_v3.BailingMoeV3Model",
+        "split",
+    ),
 }
 
 
