@@ -255,12 +255,16 @@ def test_audit_of_the_cpu_base_before_and_after_the_fork(fork_tree, tmp_path):
         archive.extractall(stock, [n for n in archive.namelist() if n.endswith(".py")])
     before = run_forktool("audit", "--tree", str(stock), "--json")
     after = run_forktool("audit", "--tree", str(fork_tree), "--json")
-    assert (before.returncode, after.returncode) == (1, 0)
-    counts = {name: json.loads(done.stdout)["counts"]["generation"] for name, done in
-              (("before", before), ("after", after))}
+    # Aria and the two Keye wrappers are native classes on 0.32.0 that need a declaration; vLLM 0.34.0 serves them
+    # through the Transformers backend, so the fork dropped their edits and this older base keeps them undeclared.
+    assert (before.returncode, after.returncode) == (1, 1)
+    rows = {name: json.loads(done.stdout) for name, done in (("before", before), ("after", after))}
+    counts = {name: data["counts"]["generation"] for name, data in rows.items()}
     assert (counts["before"]["broken-undeclared"], counts["before"]["broken-declared-not-implemented"]) == (27, 4)
-    assert (counts["after"]["broken-undeclared"], counts["after"]["broken-declared-not-implemented"]) == (0, 0)
+    assert counts["after"]["broken-declared-not-implemented"] == 0
+    assert {r["arch"] for r in rows["after"]["rows"] if r["status"] == "broken-undeclared"} == {
+        "AriaForConditionalGeneration", "KeyeForConditionalGeneration", "KeyeVL1_5ForConditionalGeneration"}
     # Nothing is refused any more: the 4 declared-without-capture targets capture on the fork, as do the
-    # classes the fork makes capture (not applicable before), so works grows by at least the broken rows.
+    # classes the fork makes capture (not applicable before), so works grows by at least the fixed rows.
     assert counts["after"]["refused by fork"] == 0
-    assert counts["after"]["works"] >= counts["before"]["works"] + 27 + 4
+    assert counts["after"]["works"] >= counts["before"]["works"] + 24 + 4

@@ -103,8 +103,7 @@ def registry_module(arch: str) -> list[str]:
 def build(target: Path, method: str, drafts: Path, state: dict) -> dict:
     """One (target, method) through the V2 runner's load path; raises on the first failure."""
     from vllm.engine.arg_utils import EngineArgs
-    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import (requires_aux_hidden_states,
-                                                                   set_eagle3_aux_hidden_state_layers)
+    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import set_eagle3_aux_hidden_state_layers
 
     speculative = speculative_config(method, target, drafts)
     overrides = kernel_shapes(json.loads((target / "config.json").read_text()))
@@ -112,7 +111,7 @@ def build(target: Path, method: str, drafts: Path, state: dict) -> dict:
                     **ENGINE | ENGINE_EXTRA.get(target.name, {})).create_engine_config()
     gpu_dry_build.model_parallel(vc)  # this target's groups (the expert-parallel one only for MoE)
     state.pop("target", None)
-    with _aux_layers_set_on_the_target(state, requires_aux_hidden_states, set_eagle3_aux_hidden_state_layers):
+    with _aux_layers_set_on_the_target(state, set_eagle3_aux_hidden_state_layers):
         target_model, speculator = gpu_dry_build.build(vc)
     draft = getattr(speculator, "model", None)
     out = {"speculator": type(speculator).__name__, "draft": type(draft).__name__ if draft is not None else None,
@@ -125,7 +124,7 @@ def build(target: Path, method: str, drafts: Path, state: dict) -> dict:
 
 
 @contextmanager
-def _aux_layers_set_on_the_target(state: dict, requires, set_layers):
+def _aux_layers_set_on_the_target(state: dict, set_layers):
     """GPUModelRunner.load_model sets the target's aux layers right after building it, before the speculator
     loads: gpu_dry_build.build builds both in one call, so its target build (the call without a model_config)
     is followed by the same `set_eagle3_aux_hidden_state_layers` here."""
@@ -135,7 +134,8 @@ def _aux_layers_set_on_the_target(state: dict, requires, set_layers):
         model = original(vllm_config, model_config, prefix)
         if model_config is None:
             state["target"] = model  # what a later failure is reported against
-            if requires(vllm_config.speculative_config):
+            # The runner's own test (model_runner.py, 0.34.0): the speculative config's uses_aux_hidden_states.
+            if vllm_config.speculative_config.uses_aux_hidden_states:
                 set_layers(model, vllm_config.speculative_config)
         return model
 
