@@ -334,6 +334,17 @@ def mimo_v2_flash(data: dict) -> None:
                 layernorm_epsilon=text["rms_norm_eps"])
 
 
+def audio_encoder_defaults(data: dict) -> None:
+    """vLLM 0.34.0's audio encoders read fields the configs transformers writes for these wrappers leave out: the
+    Whisper encoder's scale_embedding and the Qwen3-Omni audio encoder's conv_chunksize. Each gets the default of
+    the transformers config its encoder comes from (WhisperConfig: False; Qwen3-Omni's audio encoder: 500)."""
+    audio = data["audio_config"]
+    if audio.get("model_type") == "qwen3_asr_encoder":
+        audio.setdefault("conv_chunksize", 500)
+    else:
+        audio.setdefault("scale_embedding", False)
+
+
 FIXES = {
     "Glm4MoeForCausalLM": glm4_moe,
     "FalconForCausalLM": falcon,
@@ -377,4 +388,6 @@ FIXES = {
     "Lfm2VlForConditionalGeneration": lfm2,
     "MiMoV2FlashForCausalLM": mimo_v2_flash,
     "Zamba2ForCausalLM": zamba2,
+    "MossTranscribeDiarizeForConditionalGeneration": audio_encoder_defaults,
+    "Qwen3ASRForConditionalGeneration": audio_encoder_defaults,
 }

