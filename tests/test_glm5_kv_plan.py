@@ -27,24 +27,26 @@ from vllm._fork.kv_pages import pools_proven
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "glm5_kv"
 
+
+
 # The pools were measured on 0.33.0's planner; on another release VLLM_FORK_KV_POOLS=on keeps the stock pools
 # (vllm/_fork/kv_pages.py, PROVEN_RELEASES). What fails there, for whoever ports them (strict: they turn red then).
-NOT_PORTED_PLAN = pytest.mark.xfail(
-    not pools_proven(), strict=True,
-    reason="KV pools not ported to vLLM 0.34.0 (gated to the stock plan). Ungated, carvable() refuses 0.34.0's "
-    "MambaSpec, whose block_stride_alignment is now state_alignment (1) instead of None, so the regrouped KDA "
-    "groups keep 1 slot per block: least full page 31.4 % (target only 14.5 %) < 85 %, conc @8k 84.7 < 100 "
-    "(target only 194.1 < 215)")
-NOT_PORTED_SCHEDULER = pytest.mark.xfail(
-    not pools_proven(), strict=True,
-    reason="KV pools not ported to vLLM 0.34.0 (gated to the stock plan, no carved pools to drive). There "
-    "KVCacheBlock.pool is a weakref.ref: SlabBlockPool makes slots with pool=self, which 0.34.0's "
-    "BlockPool.free_blocks calls ('SlabBlockPool' object is not callable), and tests/kv_pools_sim.py:131 "
-    "(block.pool is single.block_pool) fails on every block, stock's too")
-NOT_PORTED_VIEWS = pytest.mark.xfail(
-    not pools_proven(), strict=True,
-    reason="KV pools not ported to vLLM 0.34.0: gated to the stock plan, the fork's worker config is a plain "
-    "KVCacheConfig (no slots_per_block, no group_slots) with nothing carved to view")
+def _not_ported(why: str):
+    """Strict xfail on a release the pools were not proven on, saying what fails there."""
+    return pytest.mark.xfail(not pools_proven(), strict=True, reason=f"KV pools not ported to vLLM 0.34.0 {why}")
+
+
+NOT_PORTED_PLAN = _not_ported(
+    "(gated to the stock plan). Ungated, carvable() refuses 0.34.0's MambaSpec, whose block_stride_alignment is "
+    "now state_alignment (1) instead of None, so the regrouped KDA groups keep 1 slot per block: least full page "
+    "31.4 % (target only 14.5 %) < 85 %, conc @8k 84.7 < 100 (target only 194.1 < 215)")
+NOT_PORTED_SCHEDULER = _not_ported(
+    "(gated to the stock plan, no carved pools to drive). There KVCacheBlock.pool is a weakref.ref: SlabBlockPool "
+    "makes slots with pool=self, which 0.34.0's BlockPool.free_blocks calls ('SlabBlockPool' object is not "
+    "callable), and tests/kv_pools_sim.py:131 (block.pool is single.block_pool) fails on every block, stock's too")
+NOT_PORTED_VIEWS = _not_ported(
+    "(gated to the stock plan): the fork's worker config is a plain KVCacheConfig (no slots_per_block, no "
+    "group_slots) with nothing carved to view")
 
 
 RUNS = {"target-stock": (False, "stock"), "target": (False, "fork"), "stock": (True, "stock"), "fork": (True, "fork"),
