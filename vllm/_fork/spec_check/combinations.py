@@ -12,7 +12,8 @@ AUX, CONNECTOR, TURBOQUANT = "aux layers", "KV connector + draft KV", "TurboQuan
 
 def default_aux_layers(num_layers: int) -> Finding:
     """No ids for get_eagle3_aux_layers_from_config (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py), so
-    set_eagle3_aux_hidden_state_layers takes SupportsEagle3.get_eagle3_default_aux_hidden_state_layers (model_executor/models/interfaces.py): (2, L/2, L-3)."""
+    set_eagle3_aux_hidden_state_layers takes SupportsEagle3.get_eagle3_default_aux_hidden_state_layers
+    (model_executor/models/interfaces.py): (2, L/2, L-3)."""
     default = [2, num_layers // 2, num_layers - 3]
     return Finding(AUX, WARN, f"the draft names no target layers (eagle_aux_hidden_state_layer_ids), so it reads "
                    f"the target's default (usually {default} of {num_layers}): a head trained on other layers "
