@@ -142,3 +142,26 @@ def test_the_model_class_on_meta_counts_what_the_family_formulas_cannot(name, pu
     counted = meta_params.count(raw)
     assert abs(counted.total - published) / published < 0.03, f"{name}: {counted.total / 1e9:.2f}B"
     assert counted.embed == resolved.vocab_size * resolved.hidden_size and counted.experts == 0
+
+
+def test_glm53_flash_linear_layers_are_the_ones_its_vllm_class_builds_as_kda():
+    """GLM-5.3-Flash carries a 0-based kda_layers beside layer_types; its vLLM class reads layer_types."""
+    from transformers import AutoConfig
+
+    from vllm.models.glm5next.common.model import _is_kda_layer
+
+    text = AutoConfig.from_pretrained(CONFIGS / "GLM-5.3-Flash").text_config
+    kinds = params.layer_kinds(config("GLM-5.3-Flash")["text_config"])
+    assert [kind == "linear" for kind in kinds] == [_is_kda_layer(text, i) for i in range(text.num_hidden_layers)]
+    assert kinds.count("linear") == 34
+
+
+def test_kimi_linear_layers_are_the_ones_its_vllm_config_calls_kda():
+    """Kimi's kda_layers is 1-based: vLLM's KimiLinearConfig.is_kda_layer is the reference."""
+    from vllm.transformers_utils.configs.kimi_linear import KimiLinearConfig
+
+    kda = {"kda_layers": [1, 2, 3, 5, 6, 7], "full_attn_layers": [4, 8], "num_heads": 4, "head_dim": 16,
+           "short_conv_kernel_size": 4}
+    reference = KimiLinearConfig(num_hidden_layers=8, linear_attn_config=kda)
+    kinds = params.layer_kinds(reference.to_dict())
+    assert [kind == "linear" for kind in kinds] == [reference.is_kda_layer(i) for i in range(8)]

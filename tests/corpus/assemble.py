@@ -6,7 +6,9 @@ GLM-5's tensor index (layers 0-77 and its MTP layer 78, names as vLLM's DeepSeek
 of the 256 routed experts per layer only expert 0 is listed), the same index without layer 78 (a repack that
 dropped the MTP layer, vllm#35548), a Quark-quantized GLM-5 whose MTP layer is stored in BF16 with no exclude
 entry (vllm#49187), z-lab's Qwen3-8B DFlash draft in its published tensor layout, RedHatAI's Gemma-4 DFlash draft in
-the speculators layout and an EAGLE3 head that ships its own embed_tokens (vllm#18906). Safetensors files are
+the speculators layout, an EAGLE3 head that ships its own embed_tokens (vllm#18906), and GLM-5.3-Flash's index in
+its published multimodal layout (`model.language_model.layers.N.*`, MTP layer 45) with nvidia's NVFP4 export of it,
+whose BF16 MTP layer its ignore list does not cover. Safetensors files are
 written as their header alone (names, dtypes, shapes; no weight bytes), which is all spec-check reads.
 """
 
@@ -67,6 +69,62 @@ def layer_tensors(c: dict, layer: int) -> dict[str, list[int]]:
         shapes |= {"enorm.weight": [hidden], "hnorm.weight": [hidden], "eh_proj.weight": [hidden, 2 * hidden],
                    "shared_head.norm.weight": [hidden]}
     return {p + name: shape for name, shape in shapes.items()}
+
+
+def glm53_layer_tensors(c: dict, layer: int) -> dict[str, list[int]]:
+    """Name -> shape of one GLM-5.3-Flash text layer as its published snapshot names it (SOURCES.md): mHC mixers
+    on layers 0-44, KDA attention on `linear_attention` layers, NoPE MLA + indexer on the DSA layers and on MTP
+    layer 45, dense MLP on 0-2 and MoE from 3 (routed expert 0 only), the MTP glue on 45."""
+    hidden, kda = c["hidden_size"], c["linear_attn_config"]
+    depth, heads, q_rank, kv_rank = c["num_hidden_layers"], c["num_attention_heads"], c["q_lora_rank"], c["kv_lora_rank"]
+    qk, v, index_heads, index_dim = c["qk_nope_head_dim"], c["v_head_dim"], c["index_n_heads"], c["index_head_dim"]
+    shapes = {"input_layernorm.weight": [hidden], "post_attention_layernorm.weight": [hidden]}
+    if layer < depth:
+        mixer = [(2 + c["hc_mult"]) * c["hc_mult"], c["hc_mult"] * hidden]
+        shapes |= {"hc_attn_fn": mixer, "hc_ffn_fn": mixer}
+    if layer < depth and c["layer_types"][layer] == "linear_attention":
+        width = kda["num_heads"] * kda["head_dim"]
+        shapes |= {"self_attn.q_proj.weight": [width, hidden], "self_attn.k_proj.weight": [width, hidden],
+                   "self_attn.v_proj.weight": [width, hidden], "self_attn.o_proj.weight": [hidden, width],
+                   "self_attn.A_log": [kda["num_heads"]]}
+    else:
+        shapes |= {"self_attn.q_a_proj.weight": [q_rank, hidden], "self_attn.q_a_layernorm.weight": [q_rank],
+                   "self_attn.q_b_proj.weight": [heads * qk, q_rank],
+                   "self_attn.kv_a_proj_with_mqa.weight": [kv_rank, hidden],
+                   "self_attn.kv_a_layernorm.weight": [kv_rank],
+                   "self_attn.kv_b_proj.weight": [heads * (qk + v), kv_rank],
+                   "self_attn.o_proj.weight": [hidden, heads * v],
+                   "self_attn.indexer.wq_b.weight": [index_heads * index_dim, q_rank],
+                   "self_attn.indexer.wk.weight": [index_dim, hidden],
+                   "self_attn.indexer.k_norm.weight": [index_dim], "self_attn.indexer.k_norm.bias": [index_dim],
+                   "self_attn.indexer.weights_proj.weight": [index_heads, hidden]}
+    if layer < c["first_k_dense_replace"]:
+        width = c["intermediate_size"]
+        shapes |= {"mlp.gate_proj.weight": [width, hidden], "mlp.up_proj.weight": [width, hidden],
+                   "mlp.down_proj.weight": [hidden, width]}
+    else:
+        width, experts = c["moe_intermediate_size"], c["n_routed_experts"]
+        shapes |= {"mlp.gate.weight": [experts, hidden], "mlp.gate.e_score_correction_bias": [experts]}
+        for part in ("shared_experts", "experts.0"):
+            shapes |= {f"mlp.{part}.gate_proj.weight": [width, hidden], f"mlp.{part}.up_proj.weight": [width, hidden],
+                       f"mlp.{part}.down_proj.weight": [hidden, width]}
+    if layer >= depth:
+        shapes |= {"enorm.weight": [hidden], "hnorm.weight": [hidden], "eh_proj.weight": [hidden, 2 * hidden],
+                   "shared_head.norm.weight": [hidden]}
+    return {f"model.language_model.layers.{layer}.{name}": shape for name, shape in shapes.items()}
+
+
+def glm53_index(c: dict, mtp_shard: str) -> dict:
+    """GLM-5.3-Flash's index: one shard per text layer, the MTP layer in `mtp_shard`."""
+    t = c["text_config"]
+    depth = t["num_hidden_layers"]
+    weight_map = {"model.language_model.embed_tokens.weight": "model-00001.safetensors",
+                  "model.language_model.norm.weight": mtp_shard, "lm_head.weight": mtp_shard,
+                  "model.visual.patch_embed.proj.weight": "model-00001.safetensors"}
+    for layer in range(depth + t["num_nextn_predict_layers"]):
+        shard = mtp_shard if layer >= depth else f"model-{layer + 2:05d}.safetensors"
+        weight_map |= dict.fromkeys(glm53_layer_tensors(t, layer), shard)
+    return {"metadata": {"note": "assembled by tests/corpus/assemble.py (see SOURCES.md)"}, "weight_map": weight_map}
 
 
 def dflash_tensors(c: dict) -> dict[str, list[int]]:
@@ -171,6 +229,15 @@ def main() -> None:
     mtp = {**layer_tensors(glm5, depth), "lm_head.weight": [glm5["vocab_size"], glm5["hidden_size"]],
            "model.norm.weight": [glm5["hidden_size"]]}
     header_only(quark / f"model-{SHARDS:05d}-of-{SHARDS:05d}.safetensors", mtp, "BF16")
+    mtp_shard = "model-mtp.safetensors"
+    for folder in ("GLM-5.3-Flash", "GLM-5.3-Flash-NVFP4"):
+        glm53 = json.loads((CONFIGS / folder / "config.json").read_text())
+        (CONFIGS / folder / "model.safetensors.index.json").write_text(json.dumps(glm53_index(glm53, mtp_shard),
+                                                                                  indent=1) + "\n")
+    text = glm53["text_config"]
+    header_only(CONFIGS / "GLM-5.3-Flash-NVFP4" / mtp_shard,
+                {**glm53_layer_tensors(text, text["num_hidden_layers"]), "lm_head.weight": [text["vocab_size"], text["hidden_size"]],
+                 "model.language_model.norm.weight": [text["hidden_size"]]}, "BF16")
     dflash = CONFIGS / "Qwen3-8B-DFlash-b16"
     header_only(dflash / "model.safetensors", dflash_tensors(json.loads((dflash / "config.json").read_text())), "BF16")
     eagle3 = CONFIGS / "EAGLE3-LLaMA3.1-8B-with-embed_tokens"

@@ -1,7 +1,10 @@
 """Does the checkpoint hold what the speculative model loads? Tensor names and dtypes only (checkpoint.py).
 
 * MTP: every declared MTP layer needs tensors. vLLM maps a checkpoint name to its MTP layer with the MTP
-  class's own `get_spec_layer_idx_from_weight_name` (vllm/model_executor/models/utils.py), and DeepSeekMTP
+  class's own `get_spec_layer_idx_from_weight_name` (vllm/model_executor/models/utils.py), after the name has
+  lost the multimodal text tower's prefix (GLM-5.3-Flash's MTP loader turns `model.language_model.` into
+  `model.`, models/glm5next/common/mtp.py; the target class's own `hf_to_vllm_mapper` says where its text tower
+  lives), and DeepSeekMTP
   raises "MTP speculative decoding layer L weights missing from checkpoint" after loading when one has none
   (deepseek_mtp.py, vllm#35548); other classes stop with "Following weights were not initialized from
   checkpoint" (default_loader.py) or draft from uninitialized memory.
@@ -21,6 +24,7 @@ from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, WARN, Find
 MTP, QUANT, DRAFT = "MTP tensors", "MTP quantization", "draft tensors"
 UNQUANTIZED = ("BF16", "F16", "F32")
 SHOWN = 4  # names listed in a reason; the rest are counted
+TEXT_TOWER = "language_model."
 
 
 def _shown(names) -> str:
@@ -49,6 +53,30 @@ def _layer_of(draft_model_config):
     return function
 
 
+def _target_class(model_config):
+    """The target's model class, as vLLM's registry resolves its architecture (None when it cannot)."""
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    try:
+        cls, _ = ModelRegistry.resolve_model_cls(model_config.architectures, model_config=model_config)
+    except (ValueError, ImportError):
+        return None
+    return cls
+
+
+def text_tower_names(model_config, names) -> dict[str, str]:
+    """Checkpoint name -> the name inside the text tower: the target class's own `hf_to_vllm_mapper` first (a
+    multimodal class maps `model.language_model.` to `language_model.model.`), then the tower's module
+    prefix dropped (vLLM builds a multimodal target's text model as its `language_model` submodule)."""
+    mapper = getattr(_target_class(model_config), "hf_to_vllm_mapper", None)
+    out = {}
+    for name in names:
+        mapped = mapper.map_name(name) if mapper is not None else name
+        if mapped is not None:  # None: the class drops this tensor
+            out[name] = mapped.removeprefix(TEXT_TOWER)
+    return out
+
+
 def mtp_findings(vllm_config, folder: str) -> list[Finding]:
     """Tensors of each declared MTP layer, and their dtypes against the quantization config."""
     spec = vllm_config.speculative_config
@@ -66,8 +94,8 @@ def mtp_findings(vllm_config, folder: str) -> list[Finding]:
                         f"not checked ({len(listing.names):,} tensors in {listing.source})")]
     base = config.num_hidden_layers
     per_layer: dict[int, list[str]] = {layer: [] for layer in range(base, base + declared)}
-    for name in listing.names:
-        layer = layer_of(config, name)
+    for name, inner in text_tower_names(vllm_config.model_config, listing.names).items():
+        layer = layer_of(config, inner)
         if layer in per_layer:
             per_layer[layer].append(name)
     missing = [layer for layer, names in per_layer.items() if not names]

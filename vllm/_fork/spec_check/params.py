@@ -93,14 +93,16 @@ def layer_kinds(c: dict) -> list[str]:
     """'full', 'sliding', 'chunked' (Llama 4's local chunks), 'linear', or 'none' (a layer without attention,
     e.g. NemotronH's MLP and MoE blocks) per decoder layer."""
     count = c["num_hidden_layers"]
-    kda = c.get("linear_attn_config")
-    if isinstance(kda, dict) and kda.get("kda_layers"):
-        linear = set(kda["kda_layers"])  # 1-based in Kimi's configs
-        return ["linear" if i + 1 in linear else "full" for i in range(count)]
     types = c.get("layer_types")
+    # layer_types first: GLM-5.3-Flash carries a 0-based kda_layers beside it, and its vLLM class reads
+    # layer_types (models/glm5next/common/model.py _is_kda_layer); Kimi's classes read the 1-based kda_layers.
     if isinstance(types, list) and len(types) == count:
         return ["linear" if "linear" in t else "sliding" if "sliding" in t else "chunked" if "chunked" in t
                 else "none" if t in ("mlp", "moe") else "full" for t in types]
+    kda = c.get("linear_attn_config")
+    if isinstance(kda, dict) and kda.get("kda_layers"):
+        linear = set(kda["kda_layers"])  # 1-based in Kimi's configs (KimiLinearConfig.is_kda_layer)
+        return ["linear" if i + 1 in linear else "full" for i in range(count)]
     rope = c.get("no_rope_layers")  # Llama 4 without layer_types: the RoPE layers (1) attend within chunks
     if c.get("attention_chunk_size") and isinstance(rope, list) and len(rope) == count:
         return ["chunked" if uses_rope else "full" for uses_rope in rope]
