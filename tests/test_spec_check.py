@@ -178,3 +178,25 @@ def test_vllm_spec_check_argument_errors_are_bad_input(scenarios):
         assert done.returncode == 2, done.stdout + done.stderr[-2000:]
         report = json.loads(done.stdout)
         assert report["verdict"] == "bad input" and "<function" not in report["error"], report
+
+
+def test_a_draft_tensor_wider_than_its_parameter_fails_with_the_loaders_own_message(tmp_path):
+    """z-lab's Qwen3-8B DFlash draft with `fc` stored for four target layers while its config names five: the class
+    builds fc over 5 x 4096 inputs and its weight loader refuses the 4 x 4096-wide tensor."""
+    sys.path.insert(0, str(Path(__file__).parent / "corpus"))
+    import assemble
+
+    corpus = Path(__file__).parent / "corpus" / "configs"
+    draft = tmp_path / "Qwen3-8B-DFlash-b16"
+    draft.mkdir()
+    config = json.loads((corpus / draft.name / "config.json").read_text())
+    (draft / "config.json").write_text(json.dumps(config))
+    tensors = assemble.dflash_tensors(config)
+    tensors["fc.weight"] = [config["hidden_size"], 4 * config["hidden_size"]]
+    assemble.header_only(draft / "model.safetensors", tensors, "BF16")
+    spec = {"method": "dflash", "model": str(draft), "num_speculative_tokens": 15}
+    code, out, err = spec_check(str(corpus / "Qwen3-8B"), "--speculative-config", json.dumps(spec))
+    checks = {check["check"]: check for check in json.loads(out)["checks"]}
+    assert code == 1, err[-2000:]
+    assert checks["draft tensors"]["status"] == "fail", checks["draft tensors"]
+    assert "fc.weight" in checks["draft tensors"]["reason"] and "[4096, 16384]" in checks["draft tensors"]["reason"]

@@ -167,6 +167,13 @@ def draft_findings(build, folder: str, arch: str) -> list[Finding]:
     if build.tracked_error is not None:
         return [Finding(DRAFT, FAIL, f"{arch}: {str(build.tracked_error).splitlines()[0][:300]} (vLLM's loader "
                         "raises this after reading the draft)", "use the draft checkpoint its model card names")]
+    if build.misfits:
+        name, message = build.misfits[0]
+        more = f" (and {len(build.misfits) - 1} more)" if len(build.misfits) > 1 else ""
+        return [Finding(DRAFT, FAIL, f"{name} in {build.listing.source} does not fit the parameter {arch} builds for "
+                        f"it at TP={build.tp}{more}: its weight loader says '{message}'; vLLM stops while loading "
+                        "the draft", "use the draft checkpoint made for this target (its aux layer ids, hidden "
+                        "size and vocabulary), or the draft class its model card names")]
     model = build.model
     unloaded = {name: param for name, param in model.named_parameters() if id(param) not in build.loaded}
     # vLLM checks this class's loading only when its load_weights returns the loaded names; where it does not,

@@ -5,9 +5,11 @@ The V2 runner's speculators load their draft through `load_eagle_model` (EAGLE/E
 VllmConfig (non-causal attention, its own TP for DSpark, the draft KV dtype), calls `get_model`, then shares the
 target's embedding and lm_head where the draft has none. Here `get_model` is answered by building the class on
 the meta device as rank 0 of its TP group (vLLM's `initialize_model`) and feeding its `load_weights` the
-checkpoint's tensor names, each parameter's weight loader only recording that it was given a tensor. What the
-class reads from its config, the backend each attention layer gets, and which parameters no tensor reaches are
-then vLLM's own answers. The target is a stand-in with an embedding and an lm_head and nothing else.
+checkpoint's tensor names, each parameter's weight loader recording that it was given a tensor and, where the
+listing gives the tensor's shape, running on a meta tensor of that shape so the loader's own size assertion
+decides whether it fits (TP-sharded as rank 0 shards it). What the class reads from its config, the backend
+each attention layer gets, which parameters no tensor reaches and which tensors do not fit are then vLLM's own
+answers. The target is a stand-in with an embedding and an lm_head and nothing else.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ LOADERS = {
     "DSparkSpeculator": ("vllm.v1.worker.gpu.spec_decode.dspark.utils", "load_dspark_model"),
 }
 # torch factories that take a device: models allocate buffers on current_platform's device ("cuda"), not meta.
+SIZED = "_spec_check_name"  # set on a meta tensor whose shape is the checkpoint's: its name
 FACTORIES = ("empty", "zeros", "ones", "full", "arange", "tensor", "rand", "randn", "randint", "empty_strided",
              "linspace", "eye", "as_tensor")
 
@@ -122,12 +125,24 @@ class DraftBuild:
     loading: bool = False  # an error while load_weights ran is the checkpoint's, not the class's
     shared: list[str] = field(default_factory=list)  # draft modules the loader replaced with the target's
     tp: int = 1  # the TP size the loader built the draft for
+    misfits: list[tuple[str, str]] = field(default_factory=list)  # (checkpoint name, the loader's size message)
 
 
 def _record_loads(model, build: DraftBuild) -> None:
+    from vllm.model_executor.model_loader.weight_utils import default_weight_loader
+
     for param in model.parameters():
-        def loader(*args, _param=param, **kwargs):
+        original = getattr(param, "weight_loader", None) or default_weight_loader
+
+        def loader(*args, _param=param, _original=original, **kwargs):
             build.loaded.add(id(_param))
+            # Only a tensor as the listing gave it (a class that reshapes it first hands over another tensor).
+            name = getattr(args[1] if len(args) > 1 else None, SIZED, None)
+            if name is not None:
+                try:
+                    _original(*args, **kwargs)
+                except AssertionError as exc:  # vLLM's loaders assert that a tensor fits its parameter
+                    build.misfits.append((name, str(exc).splitlines()[0][:200]))
             return True  # expert loaders are asked whether this rank took the tensor
 
         param.weight_loader = loader
@@ -145,7 +160,10 @@ def _feed(build: DraftBuild, model, model_config) -> None:
 
     def tensors():
         for name in sorted(listing.names):
-            yield name, torch.empty(listing.shapes.get(name) or [1], dtype=dtype, device="meta")
+            tensor = torch.empty(listing.shapes.get(name) or [1], dtype=dtype, device="meta")
+            if name in listing.shapes:
+                setattr(tensor, SIZED, name)
+            yield name, tensor
 
     build.loading = True
     build.returned = model.load_weights(tensors())
