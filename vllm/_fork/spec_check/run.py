@@ -6,7 +6,7 @@ import argparse
 import json
 from contextlib import ExitStack
 
-from vllm._fork.spec_check import checks, combinations, configs, parallel, weights, worker_checks
+from vllm._fork.spec_check import checks, combinations, configs, legality, parallel, weights, worker_checks
 from vllm._fork.spec_check.findings import FAIL, INFO, PASS, Finding, Refused, as_json, as_text, exit_code, own_faults
 from vllm._fork.spec_check.gpus import GPUS
 from vllm._fork.spec_check.inputs import ALIASES, config_folder, speculative_dict
@@ -81,6 +81,8 @@ def _after_configs(args, vllm_config, target: dict, draft: dict | None, requeste
     found = []
     with own_faults("speculator"):
         found.append(checks.speculator(spec_config, requested))
+    with own_faults(legality.STANDALONE):
+        found.append(legality.standalone_draft(spec_config, checks.speculator_name(spec_config)))
     with own_faults("draft tensor parallel"):
         found.append(parallel.draft_heads(spec_config, tp))
     arch = model_config.architecture

@@ -1,0 +1,51 @@
+"""Rules a model's or speculator's own code sets, read from that code (vLLM 0.34.0), not from a table of ours.
+
+* A draft run by method `draft_model` is called as a standalone language model: runner V2's
+  StandaloneARSpeculator._run_model (v1/worker/gpu/spec_decode/standalone_ar/speculator.py) calls
+  `model(input_ids=..., positions=...)` and nothing else. A draft class whose `forward` needs more (an EAGLE or
+  EAGLE3 head needs the target's `hidden_states`) raises TypeError on the first draft step, which the engine
+  takes during start-up. vLLM refuses a mismatched method only where the draft class declares its speculator
+  (`speculator_config_class`, speculator_config.py `_resolve_checkpoint_config_class`); EAGLE heads do not.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from vllm._fork.spec_check.findings import FAIL, Finding
+
+STANDALONE = "standalone draft"
+STANDALONE_INPUTS = ("self", "input_ids", "positions")  # what StandaloneARSpeculator passes
+
+
+def _draft_class(draft_model_config):
+    """The draft's model class as vLLM's registry resolves it (None when it cannot)."""
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    try:
+        cls, _ = ModelRegistry.resolve_model_cls(draft_model_config.architectures, model_config=draft_model_config)
+    except (ValueError, ImportError):
+        return None
+    return cls
+
+
+def missing_standalone_inputs(cls) -> list[str]:
+    """The inputs `cls.forward` requires beyond the ones a standalone draft is called with."""
+    parameters = inspect.signature(cls.forward).parameters.values()
+    return [p.name for p in parameters if p.default is inspect.Parameter.empty and p.name not in STANDALONE_INPUTS
+            and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+
+
+def standalone_draft(spec_config, speculator: str) -> Finding | None:
+    """A draft that method draft_model would call without the inputs its forward requires."""
+    if speculator != "StandaloneARSpeculator" or spec_config.draft_model_config is None:
+        return None
+    cls = _draft_class(spec_config.draft_model_config)
+    missing = missing_standalone_inputs(cls) if cls is not None else []
+    if not missing:
+        return None
+    return Finding(STANDALONE, FAIL, f"method '{spec_config.method}' runs {cls.__name__} as a standalone model, "
+                   "called with input_ids and positions only (StandaloneARSpeculator), but its forward also needs "
+                   f"{', '.join(missing)}: the first draft step, taken while the engine starts, raises TypeError",
+                   "give the method this draft was trained for (eagle3 for an EAGLE3 head), or leave 'method' out "
+                   "and vLLM detects it from the draft")
