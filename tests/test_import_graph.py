@@ -1,4 +1,5 @@
-"""forktool's import graph, read from its source with ast: every module in a layer, no upward import, no circle.
+"""forktool's import graph, read from its source with ast: every module in a layer, no upward import, no circle;
+and no circle among the fork's overlay modules under vllm/_fork either.
 
 The modules sit in the layers of LAYERS, lowest first. An import is *upward* when a module imports one of a higher
 layer than its own: a shared word that knows a tool, a tool that knows the fork's inputs, an input that knows a
@@ -13,7 +14,9 @@ import ast
 from functools import cache
 from pathlib import Path
 
-FORKTOOL = Path(__file__).resolve().parent.parent / "forktool"
+ROOT = Path(__file__).resolve().parent.parent
+FORKTOOL = ROOT / "forktool"
+OVERLAY = ROOT / "vllm" / "_fork"
 
 # Lowest first. A name covers the module and, for a package, its submodules; the longest name that matches wins.
 LAYERS = {
@@ -27,29 +30,30 @@ LAYERS = {
 }
 
 
-def module_name(path: Path) -> str:
-    """forktool/audit/run.py -> 'audit.run'; a package's __init__.py is the package ('' for forktool itself)."""
-    parts = list(path.relative_to(FORKTOOL).with_suffix("").parts)
+def module_name(path: Path, root: Path = FORKTOOL) -> str:
+    """forktool/audit/run.py -> 'audit.run'; a package's __init__.py is the package ('' for the root itself)."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported(name: str, source: str, modules: set[str], is_package: bool = False) -> set[str]:
-    """The forktool modules that `name`'s source imports anywhere (top level, functions, relative imports)."""
+def imported(name: str, source: str, modules: set[str], is_package: bool = False,
+             package: str = "forktool") -> set[str]:
+    """The modules of `package` that `name`'s source imports anywhere (top level, functions, relative imports)."""
     found = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             dotted = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                package = (["forktool"] + name.split(".") if name else ["forktool"])[: None if is_package else -1]
-                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+                where = (package.split(".") + (name.split(".") if name else []))[: None if is_package else -1]
+                base = ".".join(where[: len(where) - node.level + 1] + ([node.module] if node.module else []))
             else:
                 base = node.module or ""
-            dotted = [f"{base}.{alias.name}" for alias in node.names]  # `from forktool import x` imports module x
+            dotted = [f"{base}.{alias.name}" for alias in node.names]  # `from package import x` imports module x
         else:
             continue
         for target in dotted:
-            parts = target.split(".")[1:] if target.startswith("forktool.") else []
+            parts = target.removeprefix(package + ".").split(".") if target.startswith(package + ".") else []
             while parts and ".".join(parts) not in modules:  # `forktool.a.B` is module a (B is a name in it)
                 parts.pop()
             if parts and ".".join(parts) != name:
@@ -68,10 +72,10 @@ def layer_of(name: str) -> int | None:
 
 
 @cache
-def graph() -> dict[str, set[str]]:
-    paths = {module_name(p): p for p in sorted(FORKTOOL.rglob("*.py"))}
-    paths.pop("")  # forktool/__init__.py holds only the package docstring
-    return {name: imported(name, path.read_text(encoding="utf-8"), set(paths), path.name == "__init__.py")
+def graph(root: Path = FORKTOOL, package: str = "forktool") -> dict[str, set[str]]:
+    paths = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+    paths.pop("", None)  # the root's __init__.py holds only the package docstring
+    return {name: imported(name, path.read_text(encoding="utf-8"), set(paths), path.name == "__init__.py", package)
             for name, path in paths.items()}
 
 
@@ -123,3 +127,10 @@ def test_no_upward_import():
 
 def test_no_circle():
     assert circle(graph()) == []
+
+
+def test_no_circle_in_the_overlay():
+    """vllm/_fork (spec-check, KV pools, the capture contract) has no layers of its own, but no circle either."""
+    edges = graph(OVERLAY, "vllm._fork")
+    assert "spec_check.checks" in edges and "spec_check.run" in edges["spec_check.cli"] | edges["spec_check.subcommand"]
+    assert circle(edges) == []
