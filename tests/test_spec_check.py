@@ -16,6 +16,7 @@ import pytest
 
 import spec_check_batch
 import spec_check_scenarios
+from vllm._fork.vocabulary import CheckName
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -55,6 +56,7 @@ def test_scenario_verdict(scenarios, results, name):
         assert expected.says in report["error"], report["error"]
         return
     statuses = {check["check"]: check["status"] for check in report["checks"]}
+    assert set(statuses) <= set(CheckName), set(statuses) - set(CheckName)  # every check is named in one place
     for check, status in expected.statuses.items():
         assert statuses.get(check) == status, f"{name}: {check} is {statuses.get(check)}: {report['checks']}"
     if code == 0:  # a warning keeps exit 0 and names itself in the verdict (a draft matrix no tensor reaches)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import spec_check_batch
+from vllm._fork.vocabulary import CheckName
 
 CORPUS = Path(__file__).parent / "corpus"
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -44,6 +45,7 @@ def test_corpus_verdict(results, name):
     report = json.loads(out)
     assert report["verdict"] == case.get("verdict", report["verdict"]), f"{name}: {report['verdict']}"
     statuses = {check["check"]: check["status"] for check in report["checks"]}
+    assert set(statuses) <= set(CheckName), set(statuses) - set(CheckName)  # every check is named in one place
     for check, status in case["statuses"].items():
         assert statuses.get(check) == status, f"{name}: {check} is {statuses.get(check)}: {report['checks']}"
     text = " ".join(f"{c['reason']} {c['fix']}" for c in report["checks"])

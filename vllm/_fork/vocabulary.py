@@ -70,6 +70,40 @@ class CheckStatus(StrEnum):
     UNKNOWN = "cannot tell"
 
 
+class CheckName(StrEnum):
+    """The name of each spec-check check, as its report lines and the corpus cases spell it."""
+
+    TARGET_GPU = "target GPU"
+    TARGET_ARCHITECTURE = "target architecture"
+    DRAFT_ARCHITECTURE = "draft architecture"
+    SPECULATORS_CHECKPOINT = "speculators checkpoint"
+    SPECULATIVE_CONFIG = "speculative config"
+    TARGET_CONFIG = "target config"
+    TARGET_PARALLELISM = "target parallelism"
+    ENGINE_CONFIG = "engine config"
+    SPECULATOR = "speculator"
+    STANDALONE_DRAFT = "standalone draft"
+    DRAFT_TENSOR_PARALLEL = "draft tensor parallel"
+    TARGET_KV_HEADS = "target KV heads"
+    EAGLE3_CONTRACT = "EAGLE3 contract"
+    AUX_LAYERS = "aux layers"
+    HIDDEN_SIZE = "hidden size"
+    PIPELINE_PARALLEL = "pipeline parallel"
+    CONTEXT_PARALLEL = "context parallel"
+    DRAFT_PARALLELISM = "draft parallelism"
+    KV_CONNECTOR = "KV connector + draft KV"
+    TURBOQUANT = "TurboQuant KV + speculation"
+    WEIGHTS_FIT = "weights fit"
+    TARGET_ATTENTION = "target attention"
+    DRAFT_ATTENTION = "draft attention"
+    SPARSE_INDEXER = "sparse indexer"
+    DRAFT_CLASS = "draft class"
+    MTP_TENSORS = "MTP tensors"
+    MTP_QUANTIZATION = "MTP quantization"
+    DRAFT_TENSORS = "draft tensors"
+    KV_CACHE_PLAN = "KV cache plan"
+
+
 class Verdict(StrEnum):
     """spec-check's overall answer; CANNOT_TELL shares exit 1 with WILL_FAIL."""
 

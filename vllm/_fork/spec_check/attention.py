@@ -19,8 +19,9 @@ from vllm._fork.spec_check import params as P
 from vllm._fork.spec_check.backends import SELECTIONS, NoBackend
 from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, Finding
 from vllm._fork.spec_check.gpus import Gpu
+from vllm._fork.vocabulary import CheckName
 
-TARGET, DRAFT, INDEXER = "target attention", "draft attention", "sparse indexer"
+TARGET, DRAFT, INDEXER = CheckName.TARGET_ATTENTION, CheckName.DRAFT_ATTENTION, CheckName.SPARSE_INDEXER
 FIX = ("use a GPU with a backend for these layers (--gpu), or --attention-backend / the speculative config's "
        "attention_backend naming one that fits")
 

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import re
+from typing import Any
 
 from vllm._fork.spec_check import tables
 from vllm._fork.spec_check.findings import FAIL, PASS, UNKNOWN, WARN, Finding
 from vllm._fork.spec_check.gpus import Gpu
-from vllm._fork.vocabulary import AuditStatus, ContractRow, OracleStatus
+from vllm._fork.vocabulary import AuditStatus, CheckName, ContractRow, OracleStatus
 
 # The build's contract classifies the fork as built, so a fixed architecture reads "works" there ("fixed by fork"
 # only appears when forktool audit compares upstream with the fork).
 STARTS = (AuditStatus.WORKS,)
 DETECTED = "(from the draft)"  # no method given: vLLM picks it from the draft
+SPECULATIVE, AUX, HIDDEN = CheckName.SPECULATIVE_CONFIG, CheckName.AUX_LAYERS, CheckName.HIDDEN_SIZE
 MAX_REASON = 400  # a reason is one line; registry dumps and long lists are cut here
 # Draft architectures by the method that runs them (the names published drafts use).
 METHOD_BY_DRAFT = (("DFlash2", "dflash2"), ("DFlash", "dflash"), ("DSpark", "dspark"), ("Eagle3", "eagle3"),
@@ -66,7 +66,7 @@ def requested_method(spec: dict, target: dict, draft: dict | None) -> Finding | 
     """Method vs checkpoint mismatches vLLM reports badly: mtp without MTP layers, dflash/dflash2 with another head."""
     method = spec.get("method")
     if method == "mtp" and mtp_layers(target) == 0:
-        return Finding("speculative config", FAIL, "method mtp needs MTP layers, and the target's config says it "
+        return Finding(SPECULATIVE, FAIL, "method mtp needs MTP layers, and the target's config says it "
                        "has none (num_nextn_predict_layers: 0)",
                        "use a drafter method (eagle3, dflash) with a draft trained for this target, or ngram")
     if method not in ("dflash", "dflash2") or draft is None:
@@ -78,7 +78,7 @@ def requested_method(spec: dict, target: dict, draft: dict | None) -> Finding | 
     wanted = {"dflash2": ("dflash2",), "dflash": ("dflash", "dflash2")}[method]
     if fits is None or fits in wanted:
         return None
-    return Finding("speculative config", FAIL, f"method '{method}' needs a "
+    return Finding(SPECULATIVE, FAIL, f"method '{method}' needs a "
                    f"{'DFlash2' if method == 'dflash2' else 'DFlash'} draft, but the draft is "
                    f"{f'a speculators checkpoint ({kind})' if kind else ', '.join(archs)}",
                    f"use method '{fits}' for this draft")
@@ -149,7 +149,7 @@ def speculator(spec: Any, requested: str) -> Finding:
     arch = ", ".join(getattr(draft, "architectures", None) or []) or "no draft model"
     alias = (f"method {spec.method} (detected from the draft); " if requested == DETECTED
              else f"method '{requested}' runs as '{spec.method}'; " if requested != spec.method else "")
-    return Finding("speculator", PASS, f"{alias}draft {arch}, speculator {speculator_name(spec)}, "
+    return Finding(CheckName.SPECULATOR, PASS, f"{alias}draft {arch}, speculator {speculator_name(spec)}, "
                    f"{spec.num_speculative_tokens} speculative tokens")
 
 
@@ -183,7 +183,7 @@ def aux_contract(arch: str, gpu: Gpu, text_archs: list[str], alternative: str = 
                  draft_kv_cache_dtype: str | None = None) -> Finding:
     """The target declares SupportsEagle3, its decoder records aux states and, where the oracles built it, the
     drafter for `method` loads over it (this build's audit, verdicts from tools/oracles)."""
-    name = "EAGLE3 contract"
+    name = CheckName.EAGLE3_CONTRACT
     rows = tables.rows_for(arch, gpu.vendor)
     if not rows:
         return Finding(name, UNKNOWN, f"{arch} is not in this build's audit table; nothing is known either way",
@@ -231,7 +231,7 @@ def aux_layers(layer_ids: tuple[int, ...] | None, num_layers: int, target_hidden
     if layer_ids is None and nested_ids:
         # llama_eagle3 sizes its fc from eagle_config's list, but the capture points come from the target default.
         status = WARN if len(nested_ids) == len(default) else FAIL
-        found.append(Finding("aux layers", status, f"the draft lists {list(nested_ids)} under eagle_config, which "
+        found.append(Finding(AUX, status, f"the draft lists {list(nested_ids)} under eagle_config, which "
                              f"vLLM does not read for capture: the target records its default (usually "
                              f"{list(default)} of {num_layers})"
                              + ("" if status == WARN else f"; the draft expects {len(nested_ids)} states"),
@@ -243,16 +243,16 @@ def aux_layers(layer_ids: tuple[int, ...] | None, num_layers: int, target_hidden
     else:
         outside = [i for i in layer_ids if not 0 <= i <= num_layers]
         if outside:
-            found.append(Finding("aux layers", FAIL, f"capture points {list(layer_ids)} (after the +1 vLLM adds "
+            found.append(Finding(AUX, FAIL, f"capture points {list(layer_ids)} (after the +1 vLLM adds "
                                  f"to DFlash/dspark ids) include {outside}, outside the target's {num_layers} "
                                  "layers: those states are never recorded",
                                  "use a draft trained for this target (its layer ids must fit its depth)"))
         else:
-            found.append(Finding("aux layers", PASS, f"capture points {list(layer_ids)} within the target's "
+            found.append(Finding(AUX, PASS, f"capture points {list(layer_ids)} within the target's "
                                  f"{num_layers} layers"))
     if draft_hidden is not None and draft_hidden != target_hidden:
-        found.append(Finding("hidden size", FAIL, f"the draft expects target hidden size {draft_hidden}, the "
+        found.append(Finding(HIDDEN, FAIL, f"the draft expects target hidden size {draft_hidden}, the "
                              f"target has {target_hidden}", "use a draft trained for this target"))
     elif draft_hidden is not None:
-        found.append(Finding("hidden size", PASS, f"draft and target agree on hidden size {target_hidden}"))
+        found.append(Finding(HIDDEN, PASS, f"draft and target agree on hidden size {target_hidden}"))
     return found

@@ -6,8 +6,9 @@ import copy
 from typing import Any
 
 from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, WARN, Finding
+from vllm._fork.vocabulary import CheckName
 
-AUX, CONNECTOR, TURBOQUANT = "aux layers", "KV connector + draft KV", "TurboQuant KV + speculation"
+AUX, CONNECTOR, TURBOQUANT = CheckName.AUX_LAYERS, CheckName.KV_CONNECTOR, CheckName.TURBOQUANT
 
 
 def default_aux_layers(num_layers: int) -> Finding:
@@ -52,7 +53,6 @@ def _offload_sizes_from_target(vllm_config: Any, tokens: int) -> bool:
     """Whether this build's build_offloading_config accepts `block_size` with a draft group of another block
     size: a target group of `tokens` per block and an EAGLE draft group of half, as the planner marks it."""
     import torch
-
     from vllm.distributed.kv_transfer.kv_connector.v1.offloading.config import build_offloading_config
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
 
@@ -73,7 +73,6 @@ def _plain_page(model_config: Any, parallel_config: Any) -> int | None:
     """KV bytes per token of one attention layer of a model made of full-attention layers only, None otherwise:
     unify_kv_cache_spec_page_size gives layers of equal pages the same block size."""
     import torch
-
     from vllm.v1.kv_cache_interface import FullAttentionSpec
 
     kinds = set(getattr(model_config.hf_text_config, "layer_types", None) or ["full_attention"])

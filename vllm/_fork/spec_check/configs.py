@@ -10,9 +10,11 @@ from dataclasses import dataclass
 
 from vllm._fork.spec_check.findings import Refused
 from vllm._fork.spec_check.inspection import inspect_in_process
+from vllm._fork.vocabulary import CheckName
 
 # The step names double as the check names of the report.
-TARGET, PARALLELISM, SPECULATIVE, ENGINE = "target config", "target parallelism", "speculative config", "engine config"
+TARGET, PARALLELISM, SPECULATIVE, ENGINE = (CheckName.TARGET_CONFIG, CheckName.TARGET_PARALLELISM,
+                                           CheckName.SPECULATIVE_CONFIG, CheckName.ENGINE_CONFIG)
 FIXES = {
     TARGET: "fix the target's config.json, or the serve flags the reason names",
     PARALLELISM: "change the parallel sizes (--tensor-parallel-size, --pipeline-parallel-size, …)",

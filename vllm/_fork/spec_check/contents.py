@@ -20,8 +20,9 @@ import importlib
 
 from vllm._fork.spec_check import checkpoint
 from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, WARN, Finding
+from vllm._fork.vocabulary import CheckName
 
-MTP, QUANT, DRAFT = "MTP tensors", "MTP quantization", "draft tensors"
+MTP, QUANT, DRAFT = CheckName.MTP_TENSORS, CheckName.MTP_QUANTIZATION, CheckName.DRAFT_TENSORS
 UNQUANTIZED = ("BF16", "F16", "F32")
 SHOWN = 4  # names listed in a reason; the rest are counted
 TEXT_TOWER = "language_model."

@@ -14,9 +14,10 @@ import types
 from vllm._fork.spec_check.checks import one_line
 from vllm._fork.spec_check.findings import FAIL, INFO, PASS, Finding
 from vllm._fork.spec_check.weights import memory_utilization
+from vllm._fork.vocabulary import CheckName
 
 GIB = 1 << 30
-NAME = "KV cache plan"
+NAME = CheckName.KV_CACHE_PLAN
 
 
 class _PlannedExecutor:
@@ -103,7 +104,6 @@ def _build_on_meta(vllm_config) -> int:
     The draft's attention layers are flagged `is_draft_layer`, as the speculator's load_model does, so their
     KV specs come out as the engine plans them (a packed draft group shows its own block size)."""
     import torch
-
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader.utils import initialize_model
     from vllm.utils.torch_utils import set_default_torch_dtype

@@ -13,8 +13,9 @@ from __future__ import annotations
 import inspect
 
 from vllm._fork.spec_check.findings import FAIL, Finding
+from vllm._fork.vocabulary import CheckName
 
-STANDALONE = "standalone draft"
+STANDALONE = CheckName.STANDALONE_DRAFT
 STANDALONE_INPUTS = ("self", "input_ids", "positions")  # what StandaloneARSpeculator passes
 
 

@@ -11,6 +11,9 @@ from typing import Any
 from vllm._fork.spec_check import tables
 from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, Finding
 from vllm._fork.spec_check.gpus import Gpu
+from vllm._fork.vocabulary import CheckName
+
+PIPELINE, CONTEXT, DRAFT_TP = CheckName.PIPELINE_PARALLEL, CheckName.CONTEXT_PARALLEL, CheckName.DRAFT_TENSOR_PARALLEL
 
 PP_FLAG = "supports_aux_hidden_states_over_pp"
 # Drafters that take their own TP (draft_tensor_parallel_size); every other drafter is split across the
@@ -75,13 +78,13 @@ def pipeline(arch: str, gpu: Gpu, pp: int, method: str, alternative: str) -> Fin
         return None
     decoders = decoder_classes(arch, gpu)
     if decoders is None:
-        return Finding("pipeline parallel", UNKNOWN, f"cannot resolve {arch}'s decoder class on this host to read "
+        return Finding(PIPELINE, UNKNOWN, f"cannot resolve {arch}'s decoder class on this host to read "
                        f"{PP_FLAG}; vLLM raises after loading when it is missing",
                        "use --pipeline-parallel-size 1 to be sure, or run spec-check where the model imports")
     names = ", ".join(d.__name__ for d in decoders)
     if all(getattr(d, PP_FLAG, False) for d in decoders):
-        return Finding("pipeline parallel", PASS, f"{names} relays aux states across {pp} stages")
-    return Finding("pipeline parallel", FAIL, f"{arch} does not support {method} with pipeline parallelism: its "
+        return Finding(PIPELINE, PASS, f"{names} relays aux states across {pp} stages")
+    return Finding(PIPELINE, FAIL, f"{arch} does not support {method} with pipeline parallelism: its "
                    f"decoder {names} cannot relay aux states between stages (vLLM raises after loading)",
                    f"use --pipeline-parallel-size 1 (more tensor parallelism){alternative}")
 
@@ -93,11 +96,11 @@ def draft_heads(spec: Any, target_tp: int) -> Finding | None:
         return None
     heads = draft.model_arch_config.total_num_attention_heads
     if heads % target_tp:
-        return Finding("draft tensor parallel", FAIL, f"the draft's {heads} attention heads are not divisible by "
+        return Finding(DRAFT_TP, FAIL, f"the draft's {heads} attention heads are not divisible by "
                        f"the target's tensor parallel size {target_tp} (a {spec.method} draft is split across the "
                        "target's TP group; draft_tensor_parallel_size does not change that)",
                        "use a --tensor-parallel-size that divides the draft's heads, or a draft trained for it")
-    return Finding("draft tensor parallel", PASS, f"the draft's {heads} attention heads split across the target's "
+    return Finding(DRAFT_TP, PASS, f"the draft's {heads} attention heads split across the target's "
                    f"TP={target_tp}")
 
 
@@ -107,14 +110,14 @@ def context(spec: Any, pcp: int, dcp: int) -> Finding | None:
         return None
     if spec.use_dspark():
         if dcp not in (1, pcp) and spec.draft_model_config.use_mla:
-            return Finding("context parallel", FAIL, f"PCP with DSpark needs DCP=1 or DCP=PCP; got DCP={dcp}, "
+            return Finding(CONTEXT, FAIL, f"PCP with DSpark needs DCP=1 or DCP=PCP; got DCP={dcp}, "
                            f"PCP={pcp}", f"set --decode-context-parallel-size 1 or {pcp}")
-        return Finding("context parallel", PASS, f"DSpark with PCP={pcp}, DCP={dcp}")
+        return Finding(CONTEXT, PASS, f"DSpark with PCP={pcp}, DCP={dcp}")
     if spec.method != "mtp" or spec.use_multi_module_mtp():
-        return Finding("context parallel", FAIL, f"PCP={pcp} supports only DSpark or single-module MTP, "
+        return Finding(CONTEXT, FAIL, f"PCP={pcp} supports only DSpark or single-module MTP, "
                        f"not {spec.method}" + (" with several MTP modules" if spec.method == "mtp" else ""),
                        "use --prefill-context-parallel-size 1")
-    return Finding("context parallel", PASS, f"single-module MTP with PCP={pcp}")
+    return Finding(CONTEXT, PASS, f"single-module MTP with PCP={pcp}")
 
 
 def draft_placement(spec: Any, target_ep: bool, target_tp: int) -> Finding:
@@ -123,10 +126,10 @@ def draft_placement(spec: Any, target_ep: bool, target_tp: int) -> Finding:
     ep = bool(draft.enable_expert_parallel)
     tp = draft.tensor_parallel_size if spec.method in OWN_TP_METHODS else target_tp
     note = " (dense draft: target EP not inherited)" if target_ep and not ep else ""
-    return Finding("draft parallelism", INFO, f"draft runs with TP={tp}, EP {'on' if ep else 'off'}{note}")
+    return Finding(CheckName.DRAFT_PARALLELISM, INFO, f"draft runs with TP={tp}, EP {'on' if ep else 'off'}{note}")
 
 
-def kv_heads(model_config: Any, tp: int, what: str = "target") -> Finding | None:
+def kv_heads(model_config: Any, tp: int) -> Finding | None:
     """QKVParallelLinear (vllm/model_executor/layers/linear.py) gives each TP rank total_kv / tp KV heads when
     tp < total_kv and replicates them tp / total_kv times otherwise, asserting divisibility either way while the
     model is built on every worker; vLLM's config check looks at the attention heads only."""
@@ -136,15 +139,15 @@ def kv_heads(model_config: Any, tp: int, what: str = "target") -> Finding | None
     if not total:
         return None
     splits = total % tp == 0 if tp < total else tp % total == 0
-    name = f"{what} KV heads"
+    name = CheckName.TARGET_KV_HEADS
     if splits:
         how = f"{total // tp} per rank" if tp < total else f"each replicated {tp // total}x"
         return Finding(name, PASS, f"{total} KV heads at TP={tp}: {how}")
     fits = [size for size in range(1, 2 * max(tp, total) + 1) if (total % size == 0 if size < total
                                                                   else size % total == 0)]
     near = [size for size in fits if size != tp and abs(size - tp) <= tp][:4]
-    return Finding(name, FAIL, f"the {what}'s {total} KV heads do not split across TP={tp} (QKVParallelLinear "
+    return Finding(name, FAIL, f"the target's {total} KV heads do not split across TP={tp} (QKVParallelLinear "
                    f"asserts {total} % {tp} == 0 while the model is built, on every worker)" if tp < total else
-                   f"the {what}'s {total} KV heads cannot be replicated evenly over TP={tp} (QKVParallelLinear "
+                   f"the target's {total} KV heads cannot be replicated evenly over TP={tp} (QKVParallelLinear "
                    f"asserts {tp} % {total} == 0 while the model is built, on every worker)",
                    f"use a --tensor-parallel-size such as {', '.join(map(str, near))}")

@@ -10,6 +10,7 @@ from vllm._fork.spec_check import checks, combinations, configs, legality, paral
 from vllm._fork.spec_check.findings import FAIL, INFO, PASS, Finding, Refused, as_json, as_text, exit_code, own_faults
 from vllm._fork.spec_check.gpus import GPUS
 from vllm._fork.spec_check.inputs import ALIASES, config_folder, speculative_dict
+from vllm._fork.vocabulary import CheckName
 
 
 def _text_architectures(model_config) -> list[str]:
@@ -47,21 +48,21 @@ def _before_configs(args, stack: ExitStack, findings: list[Finding]):
     import vllm
 
     target_dir, target = stack.enter_context(config_folder(args.model, "MODEL"))
-    with own_faults("speculators checkpoint"):
+    with own_faults(CheckName.SPECULATORS_CHECKPOINT):
         if "speculators_config" in target:
             target_dir, target, spec = _speculators_model(args, target, stack)
-            findings.append(Finding("speculators checkpoint", INFO, f"MODEL is a {spec['method']} speculators "
+            findings.append(Finding(CheckName.SPECULATORS_CHECKPOINT, INFO, f"MODEL is a {spec['method']} speculators "
                                     f"checkpoint: its verifier {target_dir} is the target, as in `vllm serve`"))
         else:
             spec = speculative_dict(args.speculative_config, args)
     with own_faults("architecture"):
         registered = _registered()
-        findings.append(checks.architecture(target, vllm.__version__, registered, "target architecture"))
+        findings.append(checks.architecture(target, vllm.__version__, registered, CheckName.TARGET_ARCHITECTURE))
         draft = None
         if isinstance(spec.get("model"), str):
             spec["model"], draft = stack.enter_context(config_folder(spec["model"], "speculative model"))
-            findings.append(checks.architecture(draft, vllm.__version__, registered, "draft architecture"))
-    with own_faults("speculative config"):
+            findings.append(checks.architecture(draft, vllm.__version__, registered, CheckName.DRAFT_ARCHITECTURE))
+    with own_faults(CheckName.SPECULATIVE_CONFIG):
         findings.append(checks.requested_method(spec, target, draft))
     if any(f is not None and f.status == FAIL for f in findings):
         return None
@@ -70,8 +71,9 @@ def _before_configs(args, stack: ExitStack, findings: list[Finding]):
 
 def _after_configs(args, vllm_config, target: dict, draft: dict | None, requested: str) -> list[Finding]:
     """Every check that reads the built configs."""
-    from vllm._fork.eagle3 import needs_aux_hidden_states
     from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import get_eagle3_aux_layers_from_config
+
+    from vllm._fork.eagle3 import needs_aux_hidden_states
 
     gpu = GPUS[args.gpu]
     model_config, parallel_config = vllm_config.model_config, vllm_config.parallel_config
@@ -79,18 +81,18 @@ def _after_configs(args, vllm_config, target: dict, draft: dict | None, requeste
     alternative = checks.alternatives(checks.mtp_layers(target))
     tp, pp = parallel_config.tensor_parallel_size, parallel_config.pipeline_parallel_size
     found = []
-    with own_faults("speculator"):
+    with own_faults(CheckName.SPECULATOR):
         found.append(checks.speculator(spec_config, requested))
     with own_faults(legality.STANDALONE):
         found.append(legality.standalone_draft(spec_config, checks.speculator_name(spec_config)))
-    with own_faults("draft tensor parallel"):
+    with own_faults(CheckName.DRAFT_TENSOR_PARALLEL):
         found.append(parallel.draft_heads(spec_config, tp))
     arch = model_config.architecture
     if needs_aux_hidden_states(spec_config):
-        with own_faults("EAGLE3 contract"):
+        with own_faults(CheckName.EAGLE3_CONTRACT):
             found.append(checks.aux_contract(arch, gpu, _text_architectures(model_config), alternative,
                                              spec_config.method, spec_config.kv_cache_dtype))
-        with own_faults("aux layers"):
+        with own_faults(CheckName.AUX_LAYERS):
             draft_text = spec_config.draft_model_config.hf_text_config
             nested = (getattr(spec_config.draft_model_config.hf_config, "eagle_config", None) or {})
             found += checks.aux_layers(get_eagle3_aux_layers_from_config(spec_config),
@@ -99,16 +101,16 @@ def _after_configs(args, vllm_config, target: dict, draft: dict | None, requeste
                                        or getattr(draft_text, "hidden_size", None),
                                        nested.get("eagle_aux_hidden_state_layer_ids") if isinstance(nested, dict)
                                        else None)
-        with own_faults("pipeline parallel"):
+        with own_faults(CheckName.PIPELINE_PARALLEL):
             found.append(parallel.pipeline(arch, gpu, pp, spec_config.method, alternative))
-    with own_faults("context parallel"):
+    with own_faults(CheckName.CONTEXT_PARALLEL):
         found.append(parallel.context(spec_config, parallel_config.prefill_context_parallel_size,
                                       parallel_config.decode_context_parallel_size))
         if spec_config.draft_parallel_config is not None:
             found.append(parallel.draft_placement(spec_config, parallel_config.enable_expert_parallel, tp))
     with own_faults("combinations"):
         found += combinations.findings(vllm_config)
-    with own_faults("weights fit"):
+    with own_faults(CheckName.WEIGHTS_FIT):
         found.append(weights.safe_finding(target, draft, vllm_config, gpu))
     with own_faults("worker checks"):
         found += worker_checks.findings(vllm_config, target, draft, gpu)
@@ -121,7 +123,7 @@ def _kv_plan(args, vllm_config, findings: list[Finding]) -> None:
     from vllm._fork.spec_check.kv_plan import kv_plan_finding
 
     stand_in = getattr(platforms.current_platform, "spec_check_stand_in", False)
-    with own_faults("KV cache plan"):
+    with own_faults(CheckName.KV_CACHE_PLAN):
         plan = kv_plan_finding(vllm_config, args, stand_in)
     findings.append(plan)
     if plan.status in (PASS, FAIL):
@@ -137,7 +139,7 @@ def run_checks(args: argparse.Namespace) -> list[Finding]:
 
 def _findings(args: argparse.Namespace) -> list[Finding | None]:
     gpu = GPUS[args.gpu]
-    findings = [Finding("target GPU", INFO, f"{args.tensor_parallel_size} x {gpu.describe()}")]
+    findings = [Finding(CheckName.TARGET_GPU, INFO, f"{args.tensor_parallel_size} x {gpu.describe()}")]
     with ExitStack() as stack:
         try:
             before = _before_configs(args, stack, findings)

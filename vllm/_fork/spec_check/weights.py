@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from vllm._fork.spec_check import params as P
 from vllm._fork.spec_check.findings import FAIL, PASS, UNKNOWN, Finding
 from vllm._fork.spec_check.gpus import GIB, Gpu
+from vllm._fork.vocabulary import CheckName
 
-NAME = "weights fit"
+NAME = CheckName.WEIGHTS_FIT
 MARGIN = 0.04  # of device memory, for activations, CUDA graphs and the allocator (not modelled)
 
 

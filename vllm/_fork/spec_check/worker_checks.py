@@ -13,8 +13,9 @@ from vllm._fork.spec_check.checkpoint import tensors
 from vllm._fork.spec_check.checks import one_line, speculator_name
 from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, Finding
 from vllm._fork.spec_check.gpus import Gpu
+from vllm._fork.vocabulary import CheckName
 
-DRAFT_CLASS = "draft class"
+DRAFT_CLASS = CheckName.DRAFT_CLASS
 
 
 def _nested(config: dict, field: str, where: str = "") -> str | None:
