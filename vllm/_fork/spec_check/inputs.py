@@ -31,7 +31,7 @@ def _from_hf_cache(name: str) -> Path | None:
         return None
     try:
         found = try_to_load_from_cache(name, "config.json")
-    except Exception:  # an id the hub library rejects is simply not in the cache
+    except ValueError:  # an id the hub library rejects (HFValidationError) is simply not in the cache
         return None
     return Path(found).parent if isinstance(found, str) else None
 
