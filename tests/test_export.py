@@ -170,35 +170,34 @@ def test_series_result_is_the_forks_file(series_checkout, project, fork_sources)
     assert compared and all((work / t).read_text() == fork.changed[t] for t in compared)
 
 
-# What each PR's test reports on stock 0.33.0: the defect its PR fixes, not a broken test (one entry per PR).
-DEFECTS = (
-    "needs the target input embedding, but it is unavailable",  # eagle-drafter-decoder-outside-model
-    "ModelWithoutEagle3 does not declare SupportsEagle3",  # eagle3-interface-error
-    "MiMoForCausalLM: forward dropped the aux hidden states",  # eagle3-declared-capture
-    "Glm4ForCausalLM lacks SupportsEagle3",  # eagle3-declarations
-    "Glm4MoeForCausalLM does not declare SupportsEagle3",  # eagle3-capture-glm4-moe
-    "MixtralForCausalLM does not declare SupportsEagle3",  # eagle3-capture-moe
-    "Ernie4_5_MoeForCausalLM does not declare SupportsEagle3",  # eagle3-capture-ernie45
-    "Step3TextForCausalLM does not declare SupportsEagle3",  # eagle3-capture-step3
-    "LongcatFlashForCausalLM does not declare SupportsEagle3",  # eagle3-capture-longcat
-    "BailingMoeForCausalLM does not declare SupportsEagle3",  # eagle3-capture-bailing
-    "CohereForCausalLM does not declare SupportsEagle3",  # eagle3-capture-cohere
-    "GraniteMoeHybridForCausalLM does not declare SupportsEagle3",  # eagle3-capture-granite
-    "FalconH1ForCausalLM does not declare SupportsEagle3",  # eagle3-capture-hybrid
-    "HYV3ForCausalLM does not declare SupportsEagle3",  # eagle3-capture-recent
-    "Gemma2ForCausalLM does not declare SupportsEagle3",  # eagle3-capture-long-tail
-    # eagle3-capture-deepseek-layer-zero
-    "deepseek_v2.py:1562: TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType'",
-    "assert 'glm5_next_text' == 'glm5_next_mtp'",  # glm5-mtp-text-only
-    "vllm/models/glm5next/common/model.py",  # glm5-mtp-no-indexer
-    "Unknown speculative method 'dflash2'",  # dflash2-alias
-    "assert None == (1, 3, 5)",  # eagle3-aux-layers
-    "all groups must have the same block size",  # offload-draft-block-size
-    "assert <CUDAGraphMode.FULL: 2> != <CUDAGraphMode.FULL: 2>",  # turboquant-spec-decode-graphs
-)
+# What each PR's test file reports on stock 0.34.0: the defect its PR fixes, not a broken test. Each must appear in
+# a FAILED line of that file's own tests (the short summary keeps the exception's first line).
+DEFECTS = {
+    "test_drafter_decoder_outside_model.py": "needs the target input embedding, but it is unavailable",
+    "test_eagle3_interface_error.py": "ModelWithoutEagle3 does not declare SupportsEagle3",
+    "test_eagle3_capture_declared_targets.py": "MiMoForCausalLM: forward dropped the aux hidden states",
+    "test_eagle3_declarations.py": "Glm4ForCausalLM lacks SupportsEagle3",
+    "test_eagle3_capture_glm4_moe.py": "Glm4MoeForCausalLM does not declare SupportsEagle3",
+    "test_eagle3_capture_moe.py": "MixtralForCausalLM does not declare SupportsEagle3",
+    "test_eagle3_capture_ernie45.py": "Ernie4_5_MoeForCausalLM does not declare SupportsEagle3",
+    "test_eagle3_capture_step3.py": "Step3TextForCausalLM does not declare SupportsEagle3",
+    "test_eagle3_capture_longcat.py": "LongcatFlashForCausalLM does not declare SupportsEagle3",
+    "test_eagle3_capture_bailing.py": "BailingMoeForCausalLM does not declare SupportsEagle3",
+    "test_eagle3_capture_cohere.py": "CohereForCausalLM does not declare SupportsEagle3",
+    "test_eagle3_capture_granite.py": "GraniteMoeHybridForCausalLM does not declare SupportsEagle3",
+    "test_eagle3_capture_hybrid.py": "FalconH1ForCausalLM does not declare SupportsEagle3",
+    "test_eagle3_capture_recent.py": "HYV3ForCausalLM does not declare SupportsEagle3",
+    "test_eagle3_capture_long_tail.py": "Gemma2ForCausalLM does not declare SupportsEagle3",
+    "test_eagle3_capture_deepseek_layer_zero.py": "TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType'",
+    "test_glm5_next_mtp_text_only.py": "assert 'glm5_next_text' == 'glm5_next_mtp'",
+    "test_dflash2_alias.py": "ValidationError: 1 validation error for SpeculativeConfig",
+    "test_eagle3_aux_layer_ids.py": "assert None == (1, 3, 5)",
+    "test_offload_draft_block_size.py": "all groups must have the same block size",
+}
 
 
 STOCK_RUN = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", "--tb=line"]
+COLUMNS = "400"  # wide enough that the short summary keeps each failure's message whole
 
 
 def _stock_run_key(project, tests: list[str]) -> str:
@@ -209,20 +208,20 @@ def _stock_run_key(project, tests: list[str]) -> str:
              if p.is_file() and "__pycache__" not in p.parts]
     return resultcache.key("pr-tests-on-stock", sorted(project.pin.hashes), files,
                            (project.root / "pyproject.toml").read_text(), (LOCKS / "test.txt").read_text(),
-                           sys.version, STOCK_RUN, tests)
+                           sys.version, STOCK_RUN, COLUMNS, tests)
 
 
 def _assert_each_fails_for_its_defect(stdout: str, tests: list[str]) -> None:
     assert "vllm/_fork" not in stdout  # really stock: the fork's overlay is not on the path
-    failing = set(re.findall(r"^(?:FAILED|ERROR) (\S+?\.py)", stdout, re.MULTILINE))
-    assert {Path(f).name for f in failing} == {Path(t).name for t in tests}, stdout[-3000:]
-    # Each fails on the defect its PR fixes, not on a broken test.
-    for defect in DEFECTS:
-        assert defect in stdout, defect
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S+?\.py)::\S+ - (.*)$", stdout, re.MULTILINE)
+    assert {Path(f).name for f, _ in failed} == {Path(t).name for t in tests} == set(DEFECTS), stdout[-3000:]
+    # Each file fails on the defect its PR fixes, in one of its own tests, not on a broken test.
+    for name, defect in DEFECTS.items():
+        assert any(Path(f).name == name and defect in why for f, why in failed), (name, defect)
 
 
 def test_pr_tests_fail_on_stock(stock_python, project, tmp_path):
-    """Each PR's test fails on stock 0.33.0 (the pinned wheel's Python files first on sys.path), for its defect.
+    """Each PR's test fails on stock 0.34.0 (the pinned wheel's Python files first on sys.path), for its defect.
     A report that passed is kept in the result cache, keyed by everything it depends on."""
     tests = [t for pr in project.series() for t in pr.tests if Path(t).name.startswith("test_")]
     entry = _stock_run_key(project, tests)
@@ -231,7 +230,7 @@ def test_pr_tests_fail_on_stock(stock_python, project, tmp_path):
         _assert_each_fails_for_its_defect(cached, tests)
         return
     # No third-party pytest plugins: the PR tests use none, and loading them costs every run a second or two.
-    env = dict(os.environ, PYTHONPATH=str(stock_python), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    env = dict(os.environ, PYTHONPATH=str(stock_python), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", COLUMNS=COLUMNS)
     command = [sys.executable, *STOCK_RUN, "--rootdir", str(project.root),
                *[str(project.root / TESTS_ROOT / t) for t in tests]]
     stdout = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path).stdout
@@ -267,3 +266,15 @@ def test_ruff_is_pinned_alike_and_required(project, monkeypatch):
                            "pip install -r requirements/engine.txt"
     else:
         raise AssertionError("formatting without ruff did not stop")
+
+
+def test_a_defect_counts_only_in_its_own_files_failures():
+    """The stock check reads each file's own FAILED lines: a defect printed by another file's test does not count."""
+    tests = [f"tests/v1/x/{name}" for name in DEFECTS]
+    lines = [f"FAILED upstream-prs/{t}::test_it - Error: {defect}" for t, defect in zip(tests, DEFECTS.values())]
+    _assert_each_fails_for_its_defect("\n".join(lines) + "\n", tests)
+    broken = lines[:]
+    broken[0] = broken[0].split(" - ")[0] + " - ImportError: cannot import name 'x'"
+    broken.append(f"FAILED upstream-prs/{tests[1]}::test_other - Error: {list(DEFECTS.values())[0]}")
+    with pytest.raises(AssertionError):
+        _assert_each_fails_for_its_defect("\n".join(broken) + "\n", tests)

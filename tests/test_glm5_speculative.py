@@ -69,12 +69,6 @@ def test_two_mtp_layers_take_the_multi_module_speculator(stock, fork):
     assert fork["mtp_nested_two_layers"] == stock["mtp_nested_two_layers"]
 
 
-def test_mtp_module_builds_without_the_sparse_indexer(stock, fork):
-    assert stock["mtp_module_without_indexer"]["ok"] is False
-    assert "AssertionError" in stock["mtp_module_without_indexer"]["error"]
-    assert fork["mtp_module_without_indexer"]["ok"] is True
-
-
 def test_method_dflash2_runs_the_dflash2_draft_under_dflash(stock, fork):
     assert stock["dflash2_alias"]["ok"] is False
     assert "Unknown speculative method 'dflash2'" in stock["dflash2_alias"]["error"]

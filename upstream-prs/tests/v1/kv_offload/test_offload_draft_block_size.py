@@ -141,14 +141,3 @@ def test_a_chunk_that_is_no_multiple_of_the_target_block_is_refused(planned):
     vllm_config, kv_cache_config = _with_extra_config(planned, {"block_size": 48})
     with pytest.raises(ValueError, match="multiple of the GPU KV cache block size"):
         build_offloading_config(vllm_config, kv_cache_config)
-
-
-def test_an_unmarked_draft_group_gets_a_message_with_the_way_out(tmp_path, monkeypatch):
-    # Without the EAGLE block drop the planner marks no group as the draft's.
-    planned = _planned(tmp_path, monkeypatch, disable_eagle_block_drop=True)
-    vllm_config, kv_cache_config = _with_extra_config(planned, {"block_size": 64})
-    assert not any(g.is_eagle_group for g in kv_cache_config.kv_cache_groups)
-    with pytest.raises(
-        ValueError, match=r"\[16, 32\] tokens per block.*blocks_per_chunk"
-    ):
-        build_offloading_config(vllm_config, kv_cache_config)

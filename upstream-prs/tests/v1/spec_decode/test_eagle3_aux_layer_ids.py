@@ -1,16 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
-"""EAGLE3 aux layer ids: read under eagle_config too, with a warning on defaults."""
+"""EAGLE3 aux layer ids listed under eagle_config are read on Model Runner V2."""
 
 import json
-import logging
-from contextlib import contextmanager
 
 import pytest
-from torch import nn
 
 from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
-from vllm.model_executor.models.interfaces import EagleModelMixin, SupportsEagle3
 from vllm.v1.worker.gpu.spec_decode.eagle import eagle3_utils
 
 TARGET = {
@@ -55,61 +51,7 @@ def _eagle3(target: ModelConfig, path, **extra) -> SpeculativeConfig:
     )
 
 
-class Decoder(nn.Module, EagleModelMixin):
-    def __init__(self, num_layers: int):
-        super().__init__()
-        self.layers = nn.ModuleList(nn.Identity() for _ in range(num_layers))
-
-
-class Target(nn.Module, SupportsEagle3):
-    """A target that keeps the protocol's own default layers and setter."""
-
-    def __init__(self, num_layers: int):
-        super().__init__()
-        self.model = Decoder(num_layers)
-
-
-class _Warnings(logging.Handler):
-    """Keeps the warnings a logger emits."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
-@contextmanager
-def warnings_of(logger: logging.Logger):
-    handler = _Warnings()
-    logger.addHandler(handler)
-    try:
-        yield handler.records
-    finally:
-        logger.removeHandler(handler)
-
-
 def test_runner_v2_reads_the_ids_under_eagle_config(target, tmp_path):
     nested = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 5]}}
     spec = _eagle3(target, tmp_path / "eagle3", **nested)
     assert eagle3_utils.get_eagle3_aux_layers_from_config(spec) == (1, 3, 5)
-
-
-def test_runner_v2_warns_when_the_head_names_no_layers(target, tmp_path):
-    spec = _eagle3(target, tmp_path / "eagle3")
-    model = Target(num_layers=8)
-    with warnings_of(eagle3_utils.logger) as records:
-        eagle3_utils.set_eagle3_aux_hidden_state_layers(model, spec)
-    assert model.model.aux_hidden_state_layers == (2, 4, 5)
-    [warning] = [r.getMessage() for r in records]
-    assert "eagle_aux_hidden_state_layer_ids" in warning and "(2, 4, 5)" in warning
-
-
-def test_no_warning_when_the_head_names_its_layers(target, tmp_path):
-    spec = _eagle3(target, tmp_path / "eagle3", eagle_aux_hidden_state_layer_ids=[1, 3])
-    model = Target(num_layers=8)
-    with warnings_of(eagle3_utils.logger) as records:
-        eagle3_utils.set_eagle3_aux_hidden_state_layers(model, spec)
-    assert model.model.aux_hidden_state_layers == (1, 3)
-    assert records == []
