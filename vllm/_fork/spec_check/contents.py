@@ -20,6 +20,7 @@ import importlib
 
 from vllm._fork.spec_check import checkpoint
 from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, WARN, Finding
+from vllm._fork.spec_check.inspection import model_class
 from vllm._fork.vocabulary import CheckName
 
 MTP, QUANT, DRAFT = CheckName.MTP_TENSORS, CheckName.MTP_QUANTIZATION, CheckName.DRAFT_TENSORS
@@ -54,22 +55,11 @@ def _layer_of(draft_model_config):
     return function
 
 
-def _target_class(model_config):
-    """The target's model class, as vLLM's registry resolves its architecture (None when it cannot)."""
-    from vllm.model_executor.models.registry import ModelRegistry
-
-    try:
-        cls, _ = ModelRegistry.resolve_model_cls(model_config.architectures, model_config=model_config)
-    except (ValueError, ImportError):
-        return None
-    return cls
-
-
 def text_tower_names(model_config, names) -> dict[str, str]:
     """Checkpoint name -> the name inside the text tower: the target class's own `hf_to_vllm_mapper` first (a
     multimodal class maps `model.language_model.` to `language_model.model.`), then the tower's module
     prefix dropped (vLLM builds a multimodal target's text model as its `language_model` submodule)."""
-    mapper = getattr(_target_class(model_config), "hf_to_vllm_mapper", None)
+    mapper = getattr(model_class(model_config), "hf_to_vllm_mapper", None)
     out = {}
     for name in names:
         mapped = mapper.map_name(name) if mapper is not None else name

@@ -31,3 +31,14 @@ def inspect_in_process():
         yield
     finally:
         registry._run_in_subprocess = in_subprocess
+
+
+def model_class(model_config):
+    """The model class vLLM's registry resolves for a ModelConfig's architectures (None when it cannot)."""
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    try:
+        cls, _ = ModelRegistry.resolve_model_cls(model_config.architectures, model_config=model_config)
+    except (ValueError, ImportError):
+        return None
+    return cls

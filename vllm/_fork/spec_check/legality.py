@@ -13,21 +13,11 @@ from __future__ import annotations
 import inspect
 
 from vllm._fork.spec_check.findings import FAIL, Finding
+from vllm._fork.spec_check.inspection import model_class
 from vllm._fork.vocabulary import CheckName
 
 STANDALONE = CheckName.STANDALONE_DRAFT
 STANDALONE_INPUTS = ("self", "input_ids", "positions")  # what StandaloneARSpeculator passes
-
-
-def _draft_class(draft_model_config):
-    """The draft's model class as vLLM's registry resolves it (None when it cannot)."""
-    from vllm.model_executor.models.registry import ModelRegistry
-
-    try:
-        cls, _ = ModelRegistry.resolve_model_cls(draft_model_config.architectures, model_config=draft_model_config)
-    except (ValueError, ImportError):
-        return None
-    return cls
 
 
 def missing_standalone_inputs(cls) -> list[str]:
@@ -41,7 +31,7 @@ def standalone_draft(spec_config, speculator: str) -> Finding | None:
     """A draft that method draft_model would call without the inputs its forward requires."""
     if speculator != "StandaloneARSpeculator" or spec_config.draft_model_config is None:
         return None
-    cls = _draft_class(spec_config.draft_model_config)
+    cls = model_class(spec_config.draft_model_config)
     missing = missing_standalone_inputs(cls) if cls is not None else []
     if not missing:
         return None
