@@ -1,8 +1,10 @@
-"""Time to verdict of `vllm spec-check` on GLM-5.3-Flash + DFlash2 (real dimensions, TP8), next to `vllm --version`.
+"""Time to verdict of `vllm spec-check` on GLM-5.3-Flash + DFlash2 (real dimensions, TP8), next to `vllm --version`
+and `python -c "import vllm.config"`.
 
     .venv-test/bin/python benchmarks/spec_check/vs_version.py [--repeat 5] [--cold] [--baseline DIR]
 
-`vllm --version` is the floor of any `vllm` subcommand (the CLI's own imports). Both commands run alternately
+`vllm --version` is the floor of any `vllm` subcommand (the CLI's own imports), and importing `vllm.config` the
+floor of anything that builds vLLM's configs, as spec-check does. The commands run alternately
 in the same loop, so a loaded machine slows both alike. Printed per command: the median wall seconds and the
 median CPU seconds (user + sys of the process and its children, which a loaded machine inflates far less), their
 ratios, and the load average before and after. With --cold every spec-check run gets an empty VLLM_CACHE_ROOT, as
@@ -54,7 +56,7 @@ def main() -> None:
     args = parser.parse_args()
     vllm = str(Path(sys.executable).parent / "vllm")
     load_before = load()
-    runs: dict[str, list[tuple[float, float, int]]] = {"spec-check": [], "--version": []}
+    runs: dict[str, list[tuple[float, float, int]]] = {"spec-check": [], "--version": [], "import vllm.config": []}
     if args.baseline:
         runs["spec-check baseline"] = []
     with tempfile.TemporaryDirectory(prefix="spec-check-time-") as tmp:
@@ -78,17 +80,18 @@ def main() -> None:
                 runs["spec-check baseline"].append(timed(check, {**baseline, **({"VLLM_CACHE_ROOT": env[
                     "VLLM_CACHE_ROOT"] + "-b"} if args.cold else {})}))
             runs["--version"].append(timed(version, dict(os.environ)))
+            runs["import vllm.config"].append(timed([sys.executable, "-c", "import vllm.config"], dict(candidate)))
     wall = {name: statistics.median(w for w, _, _ in found) for name, found in runs.items()}
     cpu = {name: statistics.median(c for _, c, _ in found) for name, found in runs.items()}
     print(f"GLM-5.3-Flash + DFlash2 (method dflash2), TP8, real dimensions; {os.cpu_count()} cores, "
           f"{args.repeat} runs each, alternating; vLLM cache {'empty (--cold)' if args.cold else 'as found'}; "
           f"load average (1/5/15 min) {load_before} before, {load()} after")
     for name, found in runs.items():
-        print(f"  vllm {name:19} wall {wall[name]:6.2f} s  CPU {cpu[name]:6.2f} s  (wall runs: "
+        print(f"  {name:24} wall {wall[name]:6.2f} s  CPU {cpu[name]:6.2f} s  (wall runs: "
               f"{', '.join(f'{w:.1f}' for w, _, _ in found)}; exit {sorted({code for _, _, code in found})})")
     for name in [n for n in runs if n.startswith("spec-check")]:
-        print(f"  {name} / --version: wall {wall[name] / wall['--version']:.2f}x, "
-              f"CPU {cpu[name] / cpu['--version']:.2f}x")
+        for floor in ("--version", "import vllm.config"):
+            print(f"  {name} / {floor}: wall {wall[name] / wall[floor]:.2f}x, CPU {cpu[name] / cpu[floor]:.2f}x")
     if args.baseline:
         print(f"  spec-check / baseline: wall {wall['spec-check'] / wall['spec-check baseline']:.2f}x, "
               f"CPU {cpu['spec-check'] / cpu['spec-check baseline']:.2f}x")
