@@ -37,47 +37,56 @@ QUARK = {"quant_method": "quark",
          "layer_quant_config": {}, "layer_type_quant_config": {}, "kv_cache_quant_config": {}}
 
 
-def layer_tensors(c: dict, layer: int) -> dict[str, list[int]]:
-    """Name -> shape of one GLM-5 decoder layer (MLA + DSA indexer; dense or MoE MLP; MTP glue on layer 78)."""
+def _mla_with_indexer(c: dict) -> dict[str, list[int]]:
+    """MLA attention with the DSA indexer (GLM-5's layers; GLM-5.3-Flash's DSA layers, with no RoPE dims)."""
     hidden, heads = c["hidden_size"], c["num_attention_heads"]
     nope, rope, v = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
     q_rank, kv_rank = c["q_lora_rank"], c["kv_lora_rank"]
     index_heads, index_dim = c["index_n_heads"], c["index_head_dim"]
-    p = f"model.layers.{layer}."
-    shapes = {"input_layernorm.weight": [hidden], "post_attention_layernorm.weight": [hidden],
-              "self_attn.q_a_proj.weight": [q_rank, hidden], "self_attn.q_a_layernorm.weight": [q_rank],
-              "self_attn.q_b_proj.weight": [heads * (nope + rope), q_rank],
-              "self_attn.kv_a_proj_with_mqa.weight": [kv_rank + rope, hidden],
-              "self_attn.kv_a_layernorm.weight": [kv_rank],
-              "self_attn.kv_b_proj.weight": [heads * (nope + v), kv_rank],
-              "self_attn.o_proj.weight": [hidden, heads * v],
-              "self_attn.indexer.wq_b.weight": [index_heads * index_dim, q_rank],
-              "self_attn.indexer.wk.weight": [index_dim, hidden], "self_attn.indexer.k_norm.weight": [index_dim],
-              "self_attn.indexer.k_norm.bias": [index_dim],
-              "self_attn.indexer.weights_proj.weight": [index_heads, hidden]}
+    return {"self_attn.q_a_proj.weight": [q_rank, hidden], "self_attn.q_a_layernorm.weight": [q_rank],
+            "self_attn.q_b_proj.weight": [heads * (nope + rope), q_rank],
+            "self_attn.kv_a_proj_with_mqa.weight": [kv_rank + rope, hidden],
+            "self_attn.kv_a_layernorm.weight": [kv_rank],
+            "self_attn.kv_b_proj.weight": [heads * (nope + v), kv_rank],
+            "self_attn.o_proj.weight": [hidden, heads * v],
+            "self_attn.indexer.wq_b.weight": [index_heads * index_dim, q_rank],
+            "self_attn.indexer.wk.weight": [index_dim, hidden], "self_attn.indexer.k_norm.weight": [index_dim],
+            "self_attn.indexer.k_norm.bias": [index_dim],
+            "self_attn.indexer.weights_proj.weight": [index_heads, hidden]}
+
+
+def _mlp_and_mtp_glue(c: dict, layer: int) -> dict[str, list[int]]:
+    """Dense MLP before first_k_dense_replace, else MoE (routed expert 0 only); the MTP glue past the last layer."""
+    hidden = c["hidden_size"]
     if layer < c["first_k_dense_replace"]:
         width = c["intermediate_size"]
-        shapes |= {"mlp.gate_proj.weight": [width, hidden], "mlp.up_proj.weight": [width, hidden],
-                   "mlp.down_proj.weight": [hidden, width]}
+        shapes = {"mlp.gate_proj.weight": [width, hidden], "mlp.up_proj.weight": [width, hidden],
+                  "mlp.down_proj.weight": [hidden, width]}
     else:
         width, experts = c["moe_intermediate_size"], c["n_routed_experts"]
-        shapes |= {"mlp.gate.weight": [experts, hidden], "mlp.gate.e_score_correction_bias": [experts]}
+        shapes = {"mlp.gate.weight": [experts, hidden], "mlp.gate.e_score_correction_bias": [experts]}
         for part in ("shared_experts", "experts.0"):
             shapes |= {f"mlp.{part}.gate_proj.weight": [width, hidden], f"mlp.{part}.up_proj.weight": [width, hidden],
                        f"mlp.{part}.down_proj.weight": [hidden, width]}
     if layer >= c["num_hidden_layers"]:
         shapes |= {"enorm.weight": [hidden], "hnorm.weight": [hidden], "eh_proj.weight": [hidden, 2 * hidden],
                    "shared_head.norm.weight": [hidden]}
-    return {p + name: shape for name, shape in shapes.items()}
+    return shapes
+
+
+def layer_tensors(c: dict, layer: int) -> dict[str, list[int]]:
+    """Name -> shape of one GLM-5 decoder layer (MLA + DSA indexer; dense or MoE MLP; MTP glue on layer 78)."""
+    hidden = c["hidden_size"]
+    shapes = {"input_layernorm.weight": [hidden], "post_attention_layernorm.weight": [hidden],
+              **_mla_with_indexer(c), **_mlp_and_mtp_glue(c, layer)}
+    return {f"model.layers.{layer}.{name}": shape for name, shape in shapes.items()}
 
 
 def glm53_layer_tensors(c: dict, layer: int) -> dict[str, list[int]]:
     """Name -> shape of one GLM-5.3-Flash text layer as its published snapshot names it (SOURCES.md): mHC mixers
     on layers 0-44, KDA attention on `linear_attention` layers, NoPE MLA + indexer on the DSA layers and on MTP
     layer 45, dense MLP on 0-2 and MoE from 3 (routed expert 0 only), the MTP glue on 45."""
-    hidden, kda = c["hidden_size"], c["linear_attn_config"]
-    depth, heads, q_rank, kv_rank = c["num_hidden_layers"], c["num_attention_heads"], c["q_lora_rank"], c["kv_lora_rank"]
-    qk, v, index_heads, index_dim = c["qk_nope_head_dim"], c["v_head_dim"], c["index_n_heads"], c["index_head_dim"]
+    hidden, kda, depth = c["hidden_size"], c["linear_attn_config"], c["num_hidden_layers"]
     shapes = {"input_layernorm.weight": [hidden], "post_attention_layernorm.weight": [hidden]}
     if layer < depth:
         mixer = [(2 + c["hc_mult"]) * c["hc_mult"], c["hc_mult"] * hidden]
@@ -88,29 +97,8 @@ def glm53_layer_tensors(c: dict, layer: int) -> dict[str, list[int]]:
                    "self_attn.v_proj.weight": [width, hidden], "self_attn.o_proj.weight": [hidden, width],
                    "self_attn.A_log": [kda["num_heads"]]}
     else:
-        shapes |= {"self_attn.q_a_proj.weight": [q_rank, hidden], "self_attn.q_a_layernorm.weight": [q_rank],
-                   "self_attn.q_b_proj.weight": [heads * qk, q_rank],
-                   "self_attn.kv_a_proj_with_mqa.weight": [kv_rank, hidden],
-                   "self_attn.kv_a_layernorm.weight": [kv_rank],
-                   "self_attn.kv_b_proj.weight": [heads * (qk + v), kv_rank],
-                   "self_attn.o_proj.weight": [hidden, heads * v],
-                   "self_attn.indexer.wq_b.weight": [index_heads * index_dim, q_rank],
-                   "self_attn.indexer.wk.weight": [index_dim, hidden],
-                   "self_attn.indexer.k_norm.weight": [index_dim], "self_attn.indexer.k_norm.bias": [index_dim],
-                   "self_attn.indexer.weights_proj.weight": [index_heads, hidden]}
-    if layer < c["first_k_dense_replace"]:
-        width = c["intermediate_size"]
-        shapes |= {"mlp.gate_proj.weight": [width, hidden], "mlp.up_proj.weight": [width, hidden],
-                   "mlp.down_proj.weight": [hidden, width]}
-    else:
-        width, experts = c["moe_intermediate_size"], c["n_routed_experts"]
-        shapes |= {"mlp.gate.weight": [experts, hidden], "mlp.gate.e_score_correction_bias": [experts]}
-        for part in ("shared_experts", "experts.0"):
-            shapes |= {f"mlp.{part}.gate_proj.weight": [width, hidden], f"mlp.{part}.up_proj.weight": [width, hidden],
-                       f"mlp.{part}.down_proj.weight": [hidden, width]}
-    if layer >= depth:
-        shapes |= {"enorm.weight": [hidden], "hnorm.weight": [hidden], "eh_proj.weight": [hidden, 2 * hidden],
-                   "shared_head.norm.weight": [hidden]}
+        shapes |= _mla_with_indexer(c)
+    shapes |= _mlp_and_mtp_glue(c, layer)
     return {f"model.language_model.layers.{layer}.{name}": shape for name, shape in shapes.items()}
 
 
@@ -235,9 +223,10 @@ def main() -> None:
         (CONFIGS / folder / "model.safetensors.index.json").write_text(json.dumps(glm53_index(glm53, mtp_shard),
                                                                                   indent=1) + "\n")
     text = glm53["text_config"]
+    hidden = text["hidden_size"]
     header_only(CONFIGS / "GLM-5.3-Flash-NVFP4" / mtp_shard,
-                {**glm53_layer_tensors(text, text["num_hidden_layers"]), "lm_head.weight": [text["vocab_size"], text["hidden_size"]],
-                 "model.language_model.norm.weight": [text["hidden_size"]]}, "BF16")
+                {**glm53_layer_tensors(text, text["num_hidden_layers"]), "lm_head.weight": [text["vocab_size"], hidden],
+                 "model.language_model.norm.weight": [hidden]}, "BF16")
     dflash = CONFIGS / "Qwen3-8B-DFlash-b16"
     header_only(dflash / "model.safetensors", dflash_tensors(json.loads((dflash / "config.json").read_text())), "BF16")
     eagle3 = CONFIGS / "EAGLE3-LLaMA3.1-8B-with-embed_tokens"
