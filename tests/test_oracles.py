@@ -104,7 +104,7 @@ def test_the_key_follows_the_built_code_not_the_edits_wording(tmp_path):
     records = {"GPT2LMHeadModel": ["vllm.model_executor.models.gpt2"],
                "LlamaForCausalLM": ["vllm.model_executor.models.llama"]}
     before = arch_keys(records, tmp_path)
-    spec = tmp_path / "edits/vllm/model_executor/models/gpt2.py.toml"
+    spec = tmp_path / "edits/vllm/model_executor/models/gpt2.py.fork.toml"
     text = spec.read_text()
     spec.write_text(text.replace('why = "GPT2Model records', 'why = "Reworded: GPT2Model records'))
     assert arch_keys(records, tmp_path) == before

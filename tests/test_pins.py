@@ -60,7 +60,7 @@ def test_a_test_only_base_names_its_build_flags_and_they_become_build_options(pr
     assert cpu.pin.build_flags[0] == "--allow-absent"
     options = BuildOptions.from_flags(cpu.pin.build_flags, cpu.pin_file, recompress=True)
     assert options.allow_absent and options.recompress and options.label is None
-    assert "edits/vllm/engine/arg_utils.py.toml:accept-dflash2-alias" in options.skip
+    assert "edits/vllm/engine/arg_utils.py.fork.toml:accept-dflash2-alias" in options.skip
     assert len(options.skip) == cpu.pin.build_flags.count("--skip")  # each --skip names one edit
     assert options.skip <= {f"{e.spec_file}:{e.id}" for e in project.edits()}
     with pytest.raises(ForkError, match=r"cpu-base.txt: unknown build flag\(s\) \['--allow-all'\]"):
