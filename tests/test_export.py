@@ -170,34 +170,29 @@ def test_series_result_is_the_forks_file(series_checkout, project, fork_sources)
     assert compared and all((work / t).read_text() == fork.changed[t] for t in compared)
 
 
-# What each PR's test file reports on stock 0.34.0: the defect its PR fixes, not a broken test. Each must appear in
-# a FAILED line of that file's own tests (the short summary keeps the exception's first line).
+# What each PR test reports on stock 0.34.0, per test function ("file::function"): the defect its PR fixes, not a
+# broken test. Every case of the function must fail, and the message pytest's short summary keeps for it (the
+# exception's first line) must contain the string; "{case}" stands for the case's parameter id.
+_NOT_RECORDED = "Model is no EagleModelMixin"  # the stand-in decoder asks for the mixin that records the states
 DEFECTS = {
-    "test_drafter_decoder_outside_model.py": "needs the target input embedding, but it is unavailable",
-    "test_eagle3_interface_error.py": "ModelWithoutEagle3 does not declare SupportsEagle3",
-    "test_eagle3_capture_declared_targets.py": "MiMoForCausalLM: forward dropped the aux hidden states",
-    "test_eagle3_declarations.py": "Glm4ForCausalLM lacks SupportsEagle3",
-    "test_eagle3_capture_glm4_moe.py": "Glm4MoeForCausalLM does not declare SupportsEagle3",
-    "test_eagle3_capture_moe.py": "MixtralForCausalLM does not declare SupportsEagle3",
-    "test_eagle3_capture_ernie45.py": "Ernie4_5_MoeForCausalLM does not declare SupportsEagle3",
-    "test_eagle3_capture_step3.py": "Step3TextForCausalLM does not declare SupportsEagle3",
-    "test_eagle3_capture_longcat.py": "LongcatFlashForCausalLM does not declare SupportsEagle3",
-    "test_eagle3_capture_bailing.py": "BailingMoeForCausalLM does not declare SupportsEagle3",
-    "test_eagle3_capture_cohere.py": "CohereForCausalLM does not declare SupportsEagle3",
-    "test_eagle3_capture_granite.py": "GraniteMoeHybridForCausalLM does not declare SupportsEagle3",
-    "test_eagle3_capture_hybrid.py": "FalconH1ForCausalLM does not declare SupportsEagle3",
-    "test_eagle3_capture_recent.py": "HYV3ForCausalLM does not declare SupportsEagle3",
-    "test_eagle3_capture_long_tail.py": "Gemma2ForCausalLM does not declare SupportsEagle3",
-    "test_eagle3_capture_deepseek_layer_zero.py": "TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType'",
-    "test_glm5_next_mtp_text_only.py": "assert 'glm5_next_text' == 'glm5_next_mtp'",
-    "test_dflash2_alias.py": "ValidationError: 1 validation error for SpeculativeConfig",
-    "test_eagle3_aux_layer_ids.py": "assert None == (1, 3, 5)",
-    "test_offload_draft_block_size.py": "all groups must have the same block size",
+    "test_eagle3_interface_error.py::test_error_names_the_model_class_and_the_method":
+        "ModelWithoutEagle3 does not declare SupportsEagle3",
+    "test_kimi_linear_rocm_eagle3.py::test_rocm_kimi_linear_declares_supports_eagle3_like_its_cuda_twin":
+        "the ROCm/XPU KimiLinearForCausalLM lacks SupportsEagle3",
+    "test_eagle3_declarations.py::test_qwen2_audio_declares_supports_eagle3":
+        "Qwen2AudioForConditionalGeneration lacks SupportsEagle3",
+    "test_eagle3_capture_glm4_moe.py::test_decoder_records_aux_hidden_states": _NOT_RECORDED,
+    "test_eagle3_capture_bailing.py::test_decoder_records_aux_hidden_states": _NOT_RECORDED,
+    "test_eagle3_capture_gemma2.py::test_decoder_records_aux_hidden_states": _NOT_RECORDED,
+    "test_eagle3_capture_deepseek_layer_zero.py::test_aux_layer_zero_is_the_embedding_output":
+        "TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType'",
+    "test_eagle3_aux_layer_ids.py::test_runner_v2_reads_the_ids_under_eagle_config": "assert None == (1, 3, 5)",
 }
 
 
-STOCK_RUN = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", "--tb=line"]
+STOCK_RUN = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEp", "--tb=line"]
 COLUMNS = "400"  # wide enough that the short summary keeps each failure's message whole
+_OUTCOME = re.compile(r"^(FAILED|ERROR|PASSED) (\S+?\.py)::(\w+)(?:\[(.*?)\])?(?: - (.*))?$", re.MULTILINE)
 
 
 def _stock_run_key(project, tests: list[str]) -> str:
@@ -213,11 +208,15 @@ def _stock_run_key(project, tests: list[str]) -> str:
 
 def _assert_each_fails_for_its_defect(stdout: str, tests: list[str]) -> None:
     assert "vllm/_fork" not in stdout  # really stock: the fork's overlay is not on the path
-    failed = re.findall(r"^(?:FAILED|ERROR) (\S+?\.py)::\S+ - (.*)$", stdout, re.MULTILINE)
-    assert {Path(f).name for f, _ in failed} == {Path(t).name for t in tests} == set(DEFECTS), stdout[-3000:]
-    # Each file fails on the defect its PR fixes, in one of its own tests, not on a broken test.
-    for name, defect in DEFECTS.items():
-        assert any(Path(f).name == name and defect in why for f, why in failed), (name, defect)
+    outcomes = [(kind, f"{Path(file).name}::{function}", case or "", why or "")
+                for kind, file, function, case, why in _OUTCOME.findall(stdout)]
+    assert {Path(t).name for t in tests} == {key.split("::")[0] for key in DEFECTS}, "DEFECTS and the series differ"
+    passed = [f"{key}[{case}]" for kind, key, case, _ in outcomes if kind == "PASSED"]
+    assert not passed, f"pass on stock, so they show no defect: {passed}"
+    assert {key for _, key, _, _ in outcomes} == set(DEFECTS), stdout[-3000:]
+    # Each case fails on the defect its own test function names, not on a broken test or another test's defect.
+    wrong = [(key, case, why) for kind, key, case, why in outcomes if DEFECTS[key].format(case=case) not in why]
+    assert not wrong, wrong
 
 
 def test_pr_tests_fail_on_stock(stock_python, project, tmp_path):
@@ -268,13 +267,25 @@ def test_ruff_is_pinned_alike_and_required(project, monkeypatch):
         raise AssertionError("formatting without ruff did not stop")
 
 
-def test_a_defect_counts_only_in_its_own_files_failures():
-    """The stock check reads each file's own FAILED lines: a defect printed by another file's test does not count."""
-    tests = [f"tests/v1/x/{name}" for name in DEFECTS]
-    lines = [f"FAILED upstream-prs/{t}::test_it - Error: {defect}" for t, defect in zip(tests, DEFECTS.values())]
-    _assert_each_fails_for_its_defect("\n".join(lines) + "\n", tests)
-    broken = lines[:]
-    broken[0] = broken[0].split(" - ")[0] + " - ImportError: cannot import name 'x'"
-    broken.append(f"FAILED upstream-prs/{tests[1]}::test_other - Error: {list(DEFECTS.values())[0]}")
+def _stock_report(defects: dict[str, str]) -> tuple[str, list[str]]:
+    """A stock report in which every test function fails once, with its own defect (case "x")."""
+    lines = [f"FAILED upstream-prs/tests/v1/x/{key}[x] - Error: {defect.format(case='x')}"
+             for key, defect in defects.items()]
+    return "\n".join(lines) + "\n", sorted({f"tests/v1/x/{key.split('::')[0]}" for key in defects})
+
+
+def test_each_test_function_must_fail_for_its_own_defect():
+    report, tests = _stock_report(DEFECTS)
+    _assert_each_fails_for_its_defect(report, tests)
+    first, second = list(DEFECTS)[:2]
+    # A second case of the first function fails with the second function's defect: that does not count.
+    swapped = report + f"FAILED upstream-prs/tests/v1/x/{first}[y] - Error: {DEFECTS[second].format(case='y')}\n"
     with pytest.raises(AssertionError):
-        _assert_each_fails_for_its_defect("\n".join(broken) + "\n", tests)
+        _assert_each_fails_for_its_defect(swapped, tests)
+
+
+def test_a_test_that_passes_on_stock_is_refused():
+    report, tests = _stock_report(DEFECTS)
+    report += f"PASSED upstream-prs/tests/v1/x/{next(iter(DEFECTS))}[other]\n"
+    with pytest.raises(AssertionError, match="pass on stock"):
+        _assert_each_fails_for_its_defect(report, tests)
