@@ -186,7 +186,6 @@ DEFECTS = {
     "test_eagle3_capture_gemma2.py::test_decoder_records_aux_hidden_states": _NOT_RECORDED,
     "test_eagle3_capture_deepseek_layer_zero.py::test_aux_layer_zero_is_the_embedding_output":
         "TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType'",
-    "test_eagle3_aux_layer_ids.py::test_runner_v2_reads_the_ids_under_eagle_config": "assert None == (1, 3, 5)",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -46,6 +47,29 @@ def test_platform_classes_follow_the_gpu_vendor():
 def test_aux_layer_ids_against_the_target_depth(layer_ids, status):
     [layers, hidden] = checks.aux_layers(layer_ids, 8, 256, 256)
     assert layers.status == status and hidden.status == PASS
+
+
+CONFIGS = Path(__file__).parent / "corpus" / "configs"
+
+
+def _published(name: str) -> dict:
+    return json.loads((CONFIGS / name / "config.json").read_text())
+
+
+def test_specforge_ids_under_eagle_config_plus_one_are_the_default_vllm_records():
+    """SpecForge's DeepSeek-class draft lists [1, 29, 57] under eagle_config (SGLang numbers a layer's output);
+    against DeepSeek-V3's 61 layers, plus one is vLLM's default (2, 30, 58): nothing to add."""
+    nested = _published("DeepSeek-EAGLE3-draft")["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+    depth = _published("DeepSeek-V3")["num_hidden_layers"]
+    [layers] = checks.aux_layers(None, depth, 7168, None, nested)
+    assert layers.status == PASS, layers.reason
+
+
+def test_nested_ids_off_the_default_name_the_top_level_ids_to_add():
+    [layers] = checks.aux_layers(None, 61, 7168, None, [1, 29, 56])
+    assert layers.status == WARN and "[2, 30, 57]" in layers.fix
+    [layers] = checks.aux_layers(None, 61, 7168, None, [1, 20, 40, 57])
+    assert layers.status == FAIL and "[2, 21, 41, 58]" in layers.fix
 
 
 def test_hidden_size_mismatch_fails_and_an_unknown_draft_size_is_not_reported():

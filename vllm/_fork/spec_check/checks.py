@@ -222,6 +222,24 @@ def aux_contract(arch: str, gpu: Gpu, text_archs: list[str], alternative: str = 
                    f"use draft_model{alternative} for this target")
 
 
+def _nested_aux_layers(nested: list[int], default: list[int], num_layers: int) -> Finding:
+    """Ids under eagle_config, as SpecForge writes them: SGLang's numbering, where id i is layer i's output (SGLang
+    adds 1 before it captures). Runner V2 does not read them, so the target records its default; vLLM's ids name the
+    stream entering a layer, so the head was trained on the nested ids plus one."""
+    wanted = [i + 1 for i in nested]
+    if wanted == default:
+        return Finding(AUX, PASS, f"the draft lists {nested} under eagle_config in SGLang's numbering (a layer's "
+                       f"output); plus one they are the layers the target records by default ({default} of "
+                       f"{num_layers})")
+    status = WARN if len(nested) == len(default) else FAIL
+    return Finding(AUX, status, f"the draft lists {nested} under eagle_config in SGLang's numbering (a layer's "
+                   f"output), which vLLM does not read: the target records its default (usually {default} of "
+                   f"{num_layers}), not {wanted}"
+                   + ("" if status == WARN else f"; the draft expects {len(nested)} states"),
+                   f"add \"eagle_aux_hidden_state_layer_ids\": {wanted} at the top level of the draft's config.json "
+                   "(vLLM numbers the stream entering a layer)")
+
+
 def aux_layers(layer_ids: tuple[int, ...] | None, num_layers: int, target_hidden: int,
                draft_hidden: int | None, nested_ids: list[int] | None = None) -> list[Finding]:
     """Aux layer ids inside the target's depth (id L = the stream entering layer L; L == depth is the
@@ -229,13 +247,7 @@ def aux_layers(layer_ids: tuple[int, ...] | None, num_layers: int, target_hidden
     found = []
     default = (2, num_layers // 2, num_layers - 3)
     if layer_ids is None and nested_ids:
-        # llama_eagle3 sizes its fc from eagle_config's list, but the capture points come from the target default.
-        status = WARN if len(nested_ids) == len(default) else FAIL
-        found.append(Finding(AUX, status, f"the draft lists {list(nested_ids)} under eagle_config, which "
-                             f"vLLM does not read for capture: the target records its default (usually "
-                             f"{list(default)} of {num_layers})"
-                             + ("" if status == WARN else f"; the draft expects {len(nested_ids)} states"),
-                             "add eagle_aux_hidden_state_layer_ids at the top level of the draft's config.json"))
+        found.append(_nested_aux_layers(list(nested_ids), list(default), num_layers))
     elif layer_ids is None:
         from vllm._fork.spec_check.combinations import default_aux_layers
 
