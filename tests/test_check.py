@@ -28,9 +28,8 @@ GLM_MTP_ALL = {"edits/vllm/config/speculative.py.fork.toml",
 # KV planning moved out of kv_cache_utils.py into its own module in 0.33.0; the draft packing edits it.
 KV_PLANNING = {"edits/vllm/v1/core/kv_cache_planning.py.fork.toml"}
 # The runtime fixes (docs/runtime-fixes.md) target 0.33.0's code: the offload chunk sizing reads 0.33.0's per-group
-# block sizes (0.32.0 and 0.29.0 collect them from their group configs); before 0.27.0 the V2 aux-layer reader was
-# written differently (TurboQuant's method applies there: the imports it asks for are added as new lines where
-# 0.23.0 has no from-import to extend).
+# block sizes (0.32.0 and 0.29.0 collect them from their group configs). (TurboQuant's method applies on 0.23.0:
+# the imports it asks for are added as new lines where 0.23.0 has no from-import to extend.)
 OFFLOAD = {"edits/vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py.fork.toml"}
 # The error that names the block sizes (fork-only until vllm#57824 merges) anchors on the assert every release with
 # the offloading config has; 0.23.0 has no such file.
@@ -38,7 +37,6 @@ OFFLOAD_ALL = OFFLOAD | {"edits/vllm/distributed/kv_transfer/kv_connector/v1/off
 # DeepseekV2Model.forward's record after the last layer (vllm#46973) arrived after 0.23.0: the layer-0 guard, which
 # takes both equal records, finds one there.
 DEEPSEEK_AUX = {"edits/vllm/model_executor/models/deepseek_v2.py.toml"}
-BEFORE_0_27 = {"edits/vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py.toml"}
 # Runner V2's EAGLE loader shares the target embedding through code that 0.33.0 wrote anew (and DSpark's loader
 # before 0.27.0): the fallback for decoders outside `.model` anchors on 0.33.0's.
 DRAFTER_LOADERS = {"edits/vllm/v1/worker/gpu/spec_decode/eagle/utils.py.fork.toml"}
@@ -85,7 +83,7 @@ def _statuses(stdout: str) -> dict[tuple[str, str], str]:
     # Before Kimi-K3 existed: the Kimi file is missing.
     ("vllm==0.23.0", {AMD: "broken", **AFTER_0_23}, 1,
      GLM_MTP_ALL | KV_PLANNING | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD_ALL
-     | BEFORE_0_27 | DRAFTER_LOADERS_ALL | DEEPSEEK_AUX | MING),
+     | DRAFTER_LOADERS_ALL | DEEPSEEK_AUX | MING),
 ])
 def test_check_reports_each_edit(check, base, expected, code, other_broken):
     done = check(base)

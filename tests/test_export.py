@@ -177,7 +177,7 @@ _NOT_RECORDED = "Model is no EagleModelMixin"  # the stand-in decoder asks for t
 DEFECTS = {
     "test_eagle3_interface_error.py::test_error_names_the_model_class_and_the_method":
         "ModelWithoutEagle3 does not declare SupportsEagle3",
-    "test_kimi_linear_rocm_eagle3.py::test_rocm_kimi_linear_declares_supports_eagle3_like_its_cuda_twin":
+    "test_rocm_kimi_linear_eagle3.py::test_rocm_kimi_linear_declares_supports_eagle3_like_its_cuda_twin":
         "the ROCm/XPU KimiLinearForCausalLM lacks SupportsEagle3",
     "test_eagle3_declarations.py::test_qwen2_audio_declares_supports_eagle3":
         "Qwen2AudioForConditionalGeneration lacks SupportsEagle3",
