@@ -7,6 +7,7 @@ import csv
 import hashlib
 import io
 import re
+import subprocess
 import zipfile
 
 from fork_testing import UPSTREAM_VERSION, WHEEL_NAME
@@ -56,3 +57,20 @@ def test_dockerfile_copies_the_wheel_that_build_makes(project):
     assert "COPY dist/${FORK_WHEEL}" in dockerfile
     # The name the engine gives its wheel (see test_build): upstream's tags, fork version.
     assert WHEEL_NAME == f"vllm-{project.pin.version}+{project.label}-cp38-abi3-manylinux_2_28_x86_64.whl"
+
+
+# A home, root or workspace folder of the machine a run happened on (the oracles' scratch folder is <work>).
+MACHINE_PATH = re.compile(r"(?<![\w.~-])/(?:root|home|work)/")
+
+
+def test_committed_files_name_no_folder_of_a_machine(project):
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=project.root, capture_output=True, check=True).stdout
+    offenders = []
+    for name in filter(None, listed.decode().split("\0")):
+        path = project.root / name
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+            continue  # binary files and paths git lists but this checkout lacks
+        offenders += [f"{name}:{n}" for n, line in enumerate(text.splitlines(), 1) if MACHINE_PATH.search(line)]
+    assert not offenders, offenders

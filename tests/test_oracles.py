@@ -302,3 +302,11 @@ def test_a_sample_reproduces_its_committed_records(results, cpu_tree, tmp_path):
 def _shape(record: dict) -> str:
     """Where the runner set the aux layers, without the class: `model`, `transformer`, `language_model.model`."""
     return ", ".join(place.split(" (")[0] for place in record["capture_at"]) or "nowhere"
+
+
+def test_a_record_names_the_runs_scratch_folder_as_work_not_its_path(tmp_path):
+    from run import WORK_TOKEN, without_work_dir
+
+    record = {"loaders": {"eagle3": ["fail", f"OSError: no file in '{tmp_path}/models/X'"]}}
+    cleaned = without_work_dir(record, tmp_path)
+    assert cleaned == {"loaders": {"eagle3": ["fail", f"OSError: no file in '{WORK_TOKEN}/models/X'"]}}

@@ -84,6 +84,7 @@ def _run(python: Path, script: str, args: list, env: dict, log: Path) -> None:
 
 PARTS = ("build", "reference", "v2", "v1")
 CHUNK = 24  # architectures whose checkpoints are on disk at once (the multimodal ones take up to ~1 GB each)
+WORK_TOKEN = "<work>"  # the run's scratch folder, as committed records name it
 
 
 def _drop_weights(models: Path, archs: list[str]) -> None:
@@ -144,6 +145,11 @@ def stale(archs: list[str], results: dict) -> list[str]:
     return [a for a in archs if a not in results or keys[a] != results[a]["key"]]
 
 
+def without_work_dir(record: dict, work: Path) -> dict:
+    """The record with the run's scratch folder written as <work>: committed records name no path of a machine."""
+    return json.loads(json.dumps(record).replace(json.dumps(str(work))[1:-1], WORK_TOKEN))
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", help="these architectures only")
@@ -190,7 +196,8 @@ def main(argv: list[str]) -> int:
         work = args.work or Path(scratch)
         work.mkdir(parents=True, exist_ok=True)
         for records in run_oracles(chosen, work, tuple(args.parts.split(",")), args.chunk) if chosen else ():
-            data["architectures"].update({arch: {**record, "made_on": base} for arch, record in records.items()})
+            data["architectures"].update({arch: {**without_work_dir(record, work), "made_on": base}
+                                          for arch, record in records.items()})
             done += len(records)
             save(done)  # after every chunk: a run cut short keeps what it recorded
     save(done)
