@@ -184,6 +184,45 @@ def test_kv_plan_line_names_packed_draft_blocks(monkeypatch, draft_block_sizes, 
     assert finding.status == PASS and f"232,960 KV tokens in 2 group(s) of 364 blocks {suffix};" in finding.reason
 
 
+def _plan_args():
+    import types
+
+    return types.SimpleNamespace(pipeline_parallel_size=1, kv_cache_memory_bytes=1 << 30, gpu_memory_utilization=0.9)
+
+
+def _one_rank_config():
+    import types
+
+    return types.SimpleNamespace(parallel_config=types.SimpleNamespace(tensor_parallel_size=1))
+
+
+def test_kv_plan_fails_only_when_the_planner_itself_refuses(monkeypatch):
+    from vllm._fork.spec_check import kv_plan
+
+    def refuse(*args):
+        raise ValueError("To serve at least one request with max seq len (131072), 4.0 GiB KV cache is needed")
+
+    for name, value in (("init_one_rank", lambda *a: None), ("release_one_rank", lambda: None),
+                        ("_build_on_meta", lambda config: 0), ("plan_kv_caches", refuse)):
+        monkeypatch.setattr(kv_plan, name, value)
+    monkeypatch.setattr("vllm.v1.worker.gpu.attn_utils.get_kv_cache_spec", lambda config: {})
+    finding = kv_plan.kv_plan_finding(_one_rank_config(), _plan_args(), stand_in=False)
+    assert finding.status == FAIL and "max seq len (131072)" in finding.reason and "--max-model-len" in finding.fix
+
+
+def test_a_layer_that_fails_to_build_is_not_reported_as_too_little_memory(monkeypatch):
+    from vllm._fork.spec_check import kv_plan
+
+    def refuse_config(config):
+        raise ValueError("this layer does not support head_dim 96")
+
+    for name, value in (("init_one_rank", lambda *a: None), ("release_one_rank", lambda: None),
+                        ("_build_on_meta", refuse_config)):
+        monkeypatch.setattr(kv_plan, name, value)
+    with pytest.raises(ValueError, match="head_dim 96"):  # run.py's own_faults names the check: exit 3
+        kv_plan.kv_plan_finding(_one_rank_config(), _plan_args(), stand_in=False)
+
+
 def test_kv_plan_flags_the_drafts_attention_layers_as_the_speculator_does(monkeypatch):
     """Layers the draft adds get is_draft_layer (their specs then plan as draft groups);
     the target's keep False. The model builder is replaced by one that registers named attention layers."""

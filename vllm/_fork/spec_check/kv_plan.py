@@ -136,6 +136,10 @@ def plan_kv_caches(vllm_config, specs: dict, kv_memory: int):
     return EngineCore._initialize_kv_caches(core, vllm_config), executor.configs[0]
 
 
+class PlannerRefused(Exception):
+    """vLLM's KV planner refused the config (not enough KV memory for one request at max_model_len)."""
+
+
 def plan(vllm_config, kv_memory: int | None) -> dict:
     """Meta-built layers of the engine config spec-check built once (configs.build), their specs, then
     EngineCore's own planning steps."""
@@ -151,7 +155,10 @@ def plan(vllm_config, kv_memory: int | None) -> dict:
         if kv_memory is None:
             fraction = memory_utilization(vllm_config.cache_config)
             kv_memory = int(fraction * current_platform.get_device_total_memory()) - weights
-        scheduler_config, _ = plan_kv_caches(vllm_config, specs, kv_memory)
+        try:
+            scheduler_config, _ = plan_kv_caches(vllm_config, specs, kv_memory)
+        except ValueError as exc:  # check_enough_kv_cache_memory: one request at max_model_len does not fit
+            raise PlannerRefused(one_line(exc)) from exc
     finally:  # a batch of checks (tests/scripts/spec_check_batch.py) plans again in this process
         release_one_rank()
     return {"tokens": vllm_config.cache_config.kv_cache_size_tokens, "blocks": scheduler_config.num_blocks,
@@ -176,8 +183,8 @@ def kv_plan_finding(vllm_config, args, stand_in: bool) -> Finding:
         return Finding(NAME, INFO, "not computed: on the CPU platform pass --kv-cache-memory-bytes")
     try:
         result = plan(vllm_config, args.kv_cache_memory_bytes)
-    except ValueError as exc:  # the planner's own refusal: not enough memory for one request at max_model_len
-        return Finding(NAME, FAIL, one_line(exc), "lower --max-model-len, or give the KV cache more memory")
+    except PlannerRefused as refused:  # only the planner's own refusal; a layer that fails to build is not one
+        return Finding(NAME, FAIL, str(refused), "lower --max-model-len, or give the KV cache more memory")
     unprofiled = "" if args.kv_cache_memory_bytes else ", activation peak not subtracted"
     # Draft groups whose pages the fork packed (vllm/_fork/kv_pages.py) have blocks of their own size.
     packed = [size for size in result["draft_block_sizes"] if size != result["block_size"]]
