@@ -8,20 +8,9 @@ from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
 from vllm.engine.arg_utils import EngineArgs
 from vllm.v1.worker.gpu.spec_decode.dflash2.config import DFlash2SpeculatorConfig
 
-TARGET = {
-    "model_type": "qwen3",
-    "architectures": ["Qwen3ForCausalLM"],
-    "vocab_size": 512,
-    "hidden_size": 128,
-    "intermediate_size": 256,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 32,
-    "max_position_embeddings": 4096,
-    "rms_norm_eps": 1e-6,
-    "torch_dtype": "bfloat16",
-}
+from fork_testing import TINY_DECODER
+
+TARGET = TINY_DECODER | {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "head_dim": 32}
 DFLASH_CONFIG = {
     "target_layer_ids": [0, 2],
     "mask_token_id": 3,

@@ -29,20 +29,10 @@ from vllm.v1.kv_cache_interface import (
     SlidingWindowSpec,
 )
 
+from fork_testing import TINY_DECODER
+
 # A small Llama target; the KV specs planned below alternate sliding-window and full attention, 2 KV heads.
-TARGET = {
-    "model_type": "llama",
-    "architectures": ["LlamaForCausalLM"],
-    "vocab_size": 512,
-    "hidden_size": 128,
-    "intermediate_size": 256,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 4096,
-    "rms_norm_eps": 1e-6,
-    "torch_dtype": "bfloat16",
-}
+TARGET = TINY_DECODER | {"model_type": "llama", "architectures": ["LlamaForCausalLM"]}
 # Its EAGLE3 head has twice the KV heads, so twice the page size per token.
 DRAFT = TARGET | {
     "architectures": ["Eagle3LlamaForCausalLM"],

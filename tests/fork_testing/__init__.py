@@ -29,6 +29,10 @@ PROVENANCE = {
 }
 
 SIGNOFF = "Fork Tester <fork-tester@example.com>"
+# A four-layer decoder config small enough for config-only tests (VllmConfig, SpeculativeConfig, the KV planner).
+TINY_DECODER = {"vocab_size": 512, "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 4,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096,
+                "rms_norm_eps": 1e-6, "torch_dtype": "bfloat16"}
 
 
 def run_forktool(*args: str, repo: Path | None = None, env: dict | None = None,
