@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from fork_testing import assert_aux_states, load_class, real_chain, skeleton
+from fork_testing import assert_aux_states, load_class, one_pipeline_rank, real_chain, skeleton
 
 HIDDEN, TOKENS, LAYERS = 8, 5, 6
 CHOSEN = (0, 2, 3, 6)  # the embedding, two inner layers and the stream after the last layer
@@ -175,11 +175,7 @@ def _build(case: Case, layers: list[torch.nn.Module] | None = None):
 
 @pytest.fixture(autouse=True)
 def single_rank(monkeypatch):
-    """One pipeline rank, as on a single GPU: the decoder's forward asks the PP group about its position."""
-    from vllm.distributed import parallel_state
-
-    group = SimpleNamespace(is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0)
-    monkeypatch.setattr(parallel_state, "_PP", group)
+    one_pipeline_rank(monkeypatch)
 
 
 def _run(outer, chosen=CHOSEN):

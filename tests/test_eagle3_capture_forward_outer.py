@@ -12,12 +12,11 @@ embedding after those extras, plus one per layer.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 import pytest
 import torch
 
-from fork_testing import assert_aux_states, real_chain
+from fork_testing import assert_aux_states, one_pipeline_rank, real_chain
 
 HIDDEN, TOKENS, LAYERS = 8, 5, 6
 CHOSEN = (0, 2, 3, 6)  # the stream entering the first layer, two inner layers, the output of the last layer
@@ -146,11 +145,7 @@ def build(case: Case):
 
 @pytest.fixture(autouse=True)
 def single_rank(monkeypatch):
-    """One pipeline rank, as on a single GPU: the decoder's forward asks the PP group about its position."""
-    from vllm.distributed import parallel_state
-
-    group = SimpleNamespace(is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0)
-    monkeypatch.setattr(parallel_state, "_PP", group)
+    one_pipeline_rank(monkeypatch)
 
 
 def _forward(outer, decoder):

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from fork_testing import assert_aux_states, load_class, skeleton
+from fork_testing import assert_aux_states, load_class, one_pipeline_rank, skeleton
 from forktool.audit.contract import ContractReader
 from forktool.audit.registry import REGISTRY_PATH, read_registry
 
@@ -102,11 +102,7 @@ def _build(reader: ContractReader, module: str, name: str):
 
 @pytest.fixture(autouse=True)
 def single_rank(monkeypatch):
-    """One pipeline rank, as on a single GPU: the decoder's forward asks the PP group about its position."""
-    from vllm.distributed import parallel_state
-
-    group = SimpleNamespace(is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0)
-    monkeypatch.setattr(parallel_state, "_PP", group)
+    one_pipeline_rank(monkeypatch)
 
 
 def pytest_generate_tests(metafunc):

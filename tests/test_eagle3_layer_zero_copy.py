@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from fork_testing import assert_aux_states, skeleton
+from fork_testing import assert_aux_states, one_pipeline_rank, skeleton
 
 LAYERS, HIDDEN, TOKENS = 3, 4, 5
 
@@ -30,11 +30,9 @@ class AddNorm(torch.nn.Module):
 
 
 def test_layer_zero_record_is_not_changed_by_the_first_layer(monkeypatch):
-    from vllm.distributed import parallel_state
     from vllm.model_executor.models.llama import LlamaModel
 
-    monkeypatch.setattr(parallel_state, "_PP", type("PP", (), {"is_first_rank": True, "is_last_rank": True,
-                                                                "world_size": 1, "rank_in_group": 0})())
+    one_pipeline_rank(monkeypatch)
     model = skeleton(LlamaModel)
     model.do_not_compile = True
     model.layers = torch.nn.ModuleList(InPlaceLayer() for _ in range(LAYERS))

@@ -172,7 +172,7 @@ def test_series_result_is_the_forks_file(series_checkout, project, fork_sources)
 
 # What each PR test reports on stock 0.34.0, per test function ("file::function"): the defect its PR fixes, not a
 # broken test. Every case of the function must fail, and the message pytest's short summary keeps for it (the
-# exception's first line) must contain the string; "{case}" stands for the case's parameter id.
+# exception's first line) must contain the string.
 _NOT_RECORDED = "Model is no EagleModelMixin"  # the stand-in decoder asks for the mixin that records the states
 DEFECTS = {
     "test_eagle3_interface_error.py::test_error_names_the_model_class_and_the_method":
@@ -214,7 +214,7 @@ def _assert_each_fails_for_its_defect(stdout: str, tests: list[str]) -> None:
     assert not passed, f"pass on stock, so they show no defect: {passed}"
     assert {key for _, key, _, _ in outcomes} == set(DEFECTS), stdout[-3000:]
     # Each case fails on the defect its own test function names, not on a broken test or another test's defect.
-    wrong = [(key, case, why) for kind, key, case, why in outcomes if DEFECTS[key].format(case=case) not in why]
+    wrong = [(key, case, why) for kind, key, case, why in outcomes if DEFECTS[key] not in why]
     assert not wrong, wrong
 
 
@@ -268,7 +268,7 @@ def test_ruff_is_pinned_alike_and_required(project, monkeypatch):
 
 def _stock_report(defects: dict[str, str]) -> tuple[str, list[str]]:
     """A stock report in which every test function fails once, with its own defect (case "x")."""
-    lines = [f"FAILED upstream-prs/tests/v1/x/{key}[x] - Error: {defect.format(case='x')}"
+    lines = [f"FAILED upstream-prs/tests/v1/x/{key}[x] - Error: {defect}"
              for key, defect in defects.items()]
     return "\n".join(lines) + "\n", sorted({f"tests/v1/x/{key.split('::')[0]}" for key in defects})
 
@@ -278,7 +278,7 @@ def test_each_test_function_must_fail_for_its_own_defect():
     _assert_each_fails_for_its_defect(report, tests)
     first, second = list(DEFECTS)[:2]
     # A second case of the first function fails with the second function's defect: that does not count.
-    swapped = report + f"FAILED upstream-prs/tests/v1/x/{first}[y] - Error: {DEFECTS[second].format(case='y')}\n"
+    swapped = report + f"FAILED upstream-prs/tests/v1/x/{first}[y] - Error: {DEFECTS[second]}\n"
     with pytest.raises(AssertionError):
         _assert_each_fails_for_its_defect(swapped, tests)
 

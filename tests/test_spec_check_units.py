@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vllm._fork.spec_check import checks, tables
-from vllm._fork.spec_check.findings import FAIL, INFO, PASS, UNKNOWN, WARN, BadInput
+from vllm._fork.spec_check.findings import FAIL, PASS, UNKNOWN, WARN, BadInput
 from vllm._fork.spec_check.gpus import GPUS
 from vllm._fork.spec_check.inputs import config_folder, speculative_dict
 
@@ -172,15 +172,12 @@ def test_stand_in_platform_answers_device_questions_without_claiming_cuda():
 @pytest.mark.parametrize("draft_block_sizes, suffix", [([640], "(block 640)"), ([2560], "(block 640, draft 2560)"),
                                                        ([], "(block 640)")])
 def test_kv_plan_line_names_packed_draft_blocks(monkeypatch, draft_block_sizes, suffix):
-    import types
-
     from vllm._fork.spec_check import kv_plan
 
     planned = {"tokens": 232960, "blocks": 364, "groups": 2, "block_size": 640, "draft_block_sizes": draft_block_sizes,
                "concurrency": 56.9, "max_model_len": 4096, "available": 1 << 30, "weights": 0}
     monkeypatch.setattr(kv_plan, "plan", lambda *args: planned)
-    args = types.SimpleNamespace(pipeline_parallel_size=1, kv_cache_memory_bytes=1 << 30, gpu_memory_utilization=0.9)
-    finding = kv_plan.kv_plan_finding(None, args, stand_in=False)
+    finding = kv_plan.kv_plan_finding(None, _plan_args(), stand_in=False)
     assert finding.status == PASS and f"232,960 KV tokens in 2 group(s) of 364 blocks {suffix};" in finding.reason
 
 

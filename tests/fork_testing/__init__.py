@@ -63,6 +63,16 @@ def assert_aux_states(out, chosen, last: int, expected, name: str) -> None:
         torch.testing.assert_close(state, expected(layer), msg=lambda m, layer=layer: f"{name}: aux state {layer}: {m}")
 
 
+def one_pipeline_rank(monkeypatch) -> None:
+    """One pipeline rank, as on a single GPU: a decoder's forward asks the PP group about its position."""
+    from types import SimpleNamespace
+
+    from vllm.distributed import parallel_state
+
+    group = SimpleNamespace(is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0)
+    monkeypatch.setattr(parallel_state, "_PP", group)
+
+
 def skeleton(cls):
     """An nn.Module instance without running its __init__ (which needs a full VllmConfig and GPUs).
 

@@ -29,7 +29,7 @@ class StreamLayer(nn.Module):
         tensors = [
             a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()
         ]
-        hidden = kwargs.get("hidden_states", tensors[0])
+        hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else tensors[0]
         residual = kwargs.get("residual", tensors[1] if len(tensors) > 1 else None)
         stream = hidden if residual is None else hidden + residual
         return torch.ones_like(hidden), stream
