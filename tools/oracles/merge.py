@@ -113,13 +113,19 @@ def _hf(reference: dict, arch_runs: dict | None, declared_on_v2: bool = False) -
         why = arch_runs["absent"] if arch_runs else "not run on the CPU engine"
         return [S.NOT_COMPARABLE, f"the CPU engine cannot run it: {why}", what]
     run = arch_runs.get("extract_hidden_states") or {"ok": False, "reason": "not run"}
+    aux = run.get("aux") or {}
+    if aux.get("ok") is False:  # wrong states are wrong whatever the engine did next
+        return [S.FAIL, aux["why"], what]
+    if run["ok"] is False and run.get("after_forward"):  # an error of vLLM's code once the states were made
+        return [S.FAIL, f"the CPU engine failed after the target's forward: {run['reason']}", what]
+    if aux.get("ok") and run["ok"] is None:  # states proven; a kernel this engine lacks stopped it afterwards
+        return [S.PASS, f"{aux['why']}; then {run['not_built']}: {run['reason']}", what]
     if not run["ok"]:
         older = f"{OLDER_BASE}; " if declared_on_v2 and INTERFACE_ERROR in run.get("reason", "") else ""
         older += f"{limit}; " if run["ok"] is False and (limit := _cpu_base_limit(run)) else ""
         return [S.NOT_BUILT, f"{older}the CPU engine failed before the forward: {run['reason']}", what]
-    aux = run["aux"]
-    status = {True: S.PASS, False: S.FAIL, None: S.NOT_COMPARABLE}[aux["ok"]]
-    return [status, aux["why"], what]
+    status = {True: S.PASS, False: S.FAIL, None: S.NOT_COMPARABLE}[aux.get("ok")]
+    return [status, aux.get("why", "no aux states recorded"), what]
 
 
 def record(arch: str, reference: dict, v2: dict | None, v1: dict | None) -> dict:

@@ -177,8 +177,8 @@ def main(argv: list[str]) -> int:
 
     chosen = [a for a in args.only or (stale(archs, data["architectures"]) if args.stale else archs)
               if a not in NOT_RECORDED]
-    for record in data["architectures"].values():  # records of an earlier run keep the release they ran on
-        record.setdefault("made_on", data.get("base", base))
+    for earlier in data["architectures"].values():  # records of an earlier run keep the release they ran on
+        earlier.setdefault("made_on", data.get("base", base))
     data["base"], data["cpu_base"] = (f"{pin.name} {pin.version}" for pin in pins)
 
     before = inputs_digest()
