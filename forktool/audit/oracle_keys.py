@@ -32,7 +32,8 @@ LOCKS = ("requirements/test.txt", "requirements/cpu-test.txt")  # only their tra
 # The oracles' own code; fixes.py and targets.py count per architecture (only its own fix and stand-in).
 ORACLE_CODE = ("tools/oracles/compare.py", "tools/oracles/configs.py", "tools/oracles/drafts.py",
                "tools/oracles/engines_v1.py", "tools/oracles/loaders_v2.py", "tools/oracles/merge.py",
-               "tools/oracles/reference.py", "tools/oracles/shrink.py", "tests/scripts/gpu_dry_build.py", "benchmarks/glm5_kv/sm90_stub.py")
+               "tools/oracles/reference.py", "tools/oracles/shrink.py", "tools/oracles/wiring.py",
+               "tests/scripts/gpu_dry_build.py", "benchmarks/glm5_kv/sm90_stub.py")
 PER_ARCH = ROOT / "tools" / "oracles"
 # Upstream files whose edits change every architecture's drafter load or capture path.
 LOADERS = ("vllm/v1/spec_decode/", "vllm/v1/worker/gpu/spec_decode/", "vllm/v1/worker/gpu/model_runner.py",

@@ -5,7 +5,8 @@ MODELS/<arch>/config.json is each target (tools/oracles/reference.py or targets.
 per method that reads aux hidden states, everything `GPUModelRunner.load_model` does before the first CUDA kernel:
 EngineArgs -> VllmConfig, the target built on the meta device, the runner's `set_eagle3_aux_hidden_state_layers`, the
 speculator from `init_speculator` and its `load_model` (the draft loader: `load_eagle_model`, `load_dflash_model`,
-`load_dspark_model`, the hidden-state extractor). The stand-in SM90 platform and the meta-device build are
+`load_dspark_model`, the hidden-state extractor); then which modules the drafter holds as embedding and LM head,
+judged by the target's own forward (wiring.py: another module fails the method). The stand-in SM90 platform and the meta-device build are
 tests/scripts/gpu_dry_build.py's (imported, not copied); it answers device queries only.
 """
 
@@ -25,6 +26,7 @@ sys.path.insert(0, str(ROOT / "tests" / "scripts"))
 
 import gpu_dry_build  # noqa: E402  (installs nothing at import)
 from drafts import METHODS, speculative_config  # noqa: E402
+from wiring import WRONG, wiring  # noqa: E402
 
 # Every engine: bf16 as on the GPU box, dummy weights (nothing is loaded on meta), no compilation.
 ENGINE = dict(load_format="dummy", dtype="bfloat16", max_model_len=512, max_num_seqs=4, max_num_batched_tokens=512,
@@ -63,11 +65,6 @@ def _where(exc: BaseException) -> str:
 
 
 MODEL_PACKAGES = ("vllm.model_executor.models.", "vllm.models.")
-
-
-def _embedding_of(module):
-    inner = getattr(module, "model", None)
-    return getattr(inner, "embed_tokens", None)
 
 
 def _name(obj) -> str:
@@ -116,11 +113,14 @@ def build(target: Path, method: str, drafts: Path, state: dict) -> dict:
     draft = getattr(speculator, "model", None)
     out = {"speculator": type(speculator).__name__, "draft": type(draft).__name__ if draft is not None else None,
            **built_facts(target_model)}
-    shared = _embedding_of(draft) if draft is not None else None
-    if shared is not None:  # a draft without its own embedding must hold the target's own module now
-        out["draft_embedding"] = type(shared).__name__
-        out["shares_target_embedding"] = any(m is shared for m in target_model.modules())
+    if draft is not None:  # the modules it holds, judged by the target's own forward
+        out["wiring"] = wiring(vc, target_model, draft)
     return out
+
+
+def miswired(entry: dict) -> str | None:
+    """Why a built drafter holds the wrong module, if it does."""
+    return next((detail for verdict, detail in entry.get("wiring", {}).values() if verdict == WRONG), None)
 
 
 @contextmanager
@@ -172,6 +172,8 @@ def main(argv: list[str]) -> int:
                 started = time.time()
                 try:
                     entry = {"ok": True, **build(models / arch, method, drafts, state)}
+                    if why := miswired(entry):
+                        entry |= {"ok": False, "reason": f"built, but {why}"}
                 except Exception as exc:  # noqa: BLE001 - a failed build is this row's finding
                     entry = {"ok": False, "reason": _first_line(exc), "where": _where(exc)}
                     if state.get("target") is not None:

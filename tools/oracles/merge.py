@@ -148,6 +148,8 @@ def record(arch: str, reference: dict, v2: dict | None, v1: dict | None) -> dict
         "stock_loaders_reach": built_v2.get("stock_loaders_reach"),
         "capture_at": built_v2.get("capture_at") or built_v1.get("capture_at") or [],
         "loaders": loaders,
+        # What the V2 drafter holds as embedding and LM head, by the target's own forward (tools/oracles/wiring.py).
+        "wiring": {m: v2[m]["wiring"] for m in METHODS if "wiring" in v2.get(m, {})},
         "hf": _hf(reference, v1, declared),
     }
     if not reference.get("config"):
