@@ -9,7 +9,7 @@ from forktool.assembly import Assembly
 from forktool.audit import oracle
 from forktool.audit.classify import Row, classify
 from forktool.sourcetree import SourceTree
-from forktool.vocabulary import ContractRow, OracleAnswer, OracleStatus
+from forktool.vocabulary import ContractRow, Evidence, OracleAnswer, OracleStatus
 
 # A Python module like the manifest, so the sdist route ships it too.
 CONTRACT_PATH = "vllm/_fork/_contract.py"
@@ -21,7 +21,8 @@ def contract_row(row: Row) -> ContractRow:
     loaders = {m: OracleAnswer(OracleStatus(s), why) for m, (s, why) in found.get("loaders", {}).items()}
     hf = OracleAnswer(OracleStatus(found["hf"][0]), found["hf"][1]) if found.get("hf") else None
     return ContractRow(row.cls, row.status, row.reason, tuple(row.holder_classes), row.declared, loaders, hf,
-                       found.get("made_on", ""))
+                       found.get("made_on", ""), Evidence(found.get("evidence", Evidence.NONE)),
+                       found.get("not_reproven", ""))
 
 
 def contract_rows(rows: list[Row]) -> dict[str, list[dict]]:
@@ -33,14 +34,14 @@ def contract_rows(rows: list[Row]) -> dict[str, list[dict]]:
 
 
 def oracle_results() -> dict:
-    """The committed oracle results, whichever release they were made on: a verdict from another release than the
-    one built stands and says it is not re-proven there (oracle.apply)."""
+    """The committed oracle verdicts (tools/oracles/verdicts.json), whichever release they were made on: a verdict
+    whose evidence is old stands and says it is not re-proven (oracle.apply)."""
     return oracle.load()
 
 
 def render_contract(tree: SourceTree, base: str, results: dict | None = None) -> bytes:
     """Source of the generated module: the classification of `tree` (the fork as built) as JSON, each row the
-    oracles built taking their verdict (tools/oracles/results.json; one made on another release says so)."""
+    oracles built taking their verdict (tools/oracles/verdicts.json; old evidence says so)."""
     rows = oracle.apply(classify(tree), oracle_results() if results is None else results, base)
     text = json.dumps({"base": base, "architectures": contract_rows(rows)}, indent=1, sort_keys=True)
     return (
@@ -51,7 +52,7 @@ def render_contract(tree: SourceTree, base: str, results: dict | None = None) ->
 
 def contract_module(fork: Assembly, artifact_sha: str, base: str) -> bytes:
     """render_contract of the fork's tree, from the result cache when this fork was classified before over the
-    same upstream artifact (its sha256 names the upstream files) with the same oracle results."""
+    same upstream artifact (its sha256 names the upstream files) with the same oracle verdicts."""
     sources = {path: data.decode("utf-8") for path, data in fork.overlay.items() if path.endswith(".py")}
     code = resultcache.code_digest("contract_table.py", "sourcetree.py", "audit/*.py")
     results = oracle_results()

