@@ -32,21 +32,20 @@ UNSAMPLED = {"backbone": "Mamba2ForCausalLM, the only decoder recorded at .backb
              "language_model": "AriaForConditionalGeneration, a bare decoder as the language model",
              "language_model.model": "multimodal wrappers of a decoder at .model (Qwen2-Audio, AudioFlamingo3)",
              "nowhere": "the Transformers modeling backend, whose holder is no EagleModelMixin (GPT-BigCode, OLMo-2)"}
-# Where a capture labels its states, as the fork's tree over the CPU base has it: (file, the call before the layer
-# loop, the call after each layer). Llama's is upstream's own code; GPT-2's is written by the fork's capture op.
+# Where a capture labels the state after each layer, as the fork's tree over the CPU base has it. Llama's is
+# upstream's own code; GPT-2's is written by the fork's capture op.
 CAPTURES = {
-    "LlamaForCausalLM": ("vllm/model_executor/models/llama.py",
-                         "aux_hidden_states, self.start_layer, hidden_states, residual",
-                         "aux_hidden_states, idx + 1, hidden_states, residual"),
-    "GPT2LMHeadModel": ("vllm/model_executor/models/gpt2.py",
-                        "[], self.start_layer, hidden_states, None",
-                        "aux_hidden_states, layer_idx + 1, hidden_states, None"),
+    "LlamaForCausalLM": ("vllm/model_executor/models/llama.py", "aux_hidden_states, idx + 1, hidden_states, residual"),
+    "GPT2LMHeadModel": ("vllm/model_executor/models/gpt2.py", "aux_hidden_states, layer_idx + 1, hidden_states, None"),
 }
 
 
 @pytest.fixture(scope="module")
 def results() -> dict:
-    return oracle.load()
+    """The committed records (tools/oracles/results.json)."""
+    from run import load_records
+
+    return load_records()
 
 
 @pytest.fixture(scope="module")
@@ -77,15 +76,16 @@ def models(tmp_path_factory) -> Path:
     return folder
 
 
-def _state_records(tree: Path, models: Path, out: Path, archs: list[str]) -> dict:
-    """Each architecture's committed-form record after the hidden-state engine ran in `tree` (no V2 build)."""
+def _state_records(tree: Path, models: Path, out: Path, archs: list[str], v2: dict | None = None) -> dict:
+    """Each architecture's committed-form record after the hidden-state engine ran in `tree` (with `v2`, the
+    loader oracle's output, where it ran)."""
     from merge import record
 
     cpu_env = _env(PYTHONPATH=str(tree), VLLM_ENABLE_V1_MULTIPROCESSING="0")
     _script(CPU_PYTHON, "engines_v1.py", "--methods=extract_hidden_states", models, out, *archs, env=cpu_env)
     v1 = json.loads(out.read_text())
-    return {arch: record(arch, json.loads((models / arch / "reference.json").read_text()), None, v1[arch])
-            for arch in archs}
+    return {arch: record(arch, json.loads((models / arch / "reference.json").read_text()), (v2 or {}).get(arch),
+                         v1[arch]) for arch in archs}
 
 
 @pytest.mark.cpu_e2e
@@ -117,17 +117,22 @@ def _shape(record: dict) -> str:
     return ", ".join(place.split(" (")[0] for place in record["capture_at"]) or "nowhere"
 
 
-def _planted(tree: Path, into: Path, shifts: dict[str, int]) -> Path:
-    """A copy of `tree` (hard links) whose captures label the state after each layer `shift` layers off: +1 records
-    layer i's output under index i (one late: the classic slip), -1 under index i + 2 (one early)."""
+def _planted(tree: Path, into: Path, edits: list[tuple[str, str, str]]) -> Path:
+    """A copy of `tree` (hard links) with each (file, text, replacement) made once."""
     shutil.copytree(tree, into, copy_function=os.link)
-    for arch, shift in shifts.items():
-        path, before_loop, after_layer = CAPTURES[arch]
-        text = (tree / path).read_text()
-        assert text.count(before_loop) == text.count(after_layer) == 1, f"{path}: the capture's calls moved"
+    for path, text, replacement in edits:
+        source = (tree / path).read_text()
+        assert source.count(text) == 1, f"{path}: the planted place moved"
         (into / path).unlink()  # a hard link: writing through it would change the shared tree
-        (into / path).write_text(text.replace(after_layer, after_layer.replace("idx + 1", f"idx + {1 - shift}")))
+        (into / path).write_text(source.replace(text, replacement))
     return into
+
+
+def _off_by(arch: str, shift: int) -> tuple[str, str, str]:
+    """The capture of `arch` labelling the state after each layer `shift` layers off: +1 records layer i's output
+    under index i (one late: the classic slip), -1 under index i + 2 (one early)."""
+    path, after_layer = CAPTURES[arch]
+    return path, after_layer, after_layer.replace("idx + 1", f"idx + {1 - shift}")
 
 
 @pytest.mark.cpu_e2e
@@ -137,9 +142,36 @@ def test_a_capture_one_layer_off_fails_the_state_oracle(cpu_tree, models, tmp_pa
     the oracle checks labels, so every plant fails. (When every index was chosen and states were paired by
     position, one late passed: the first layer's input and each layer's output filled the list exactly.)"""
     shifts = {"LlamaForCausalLM": llama_shift, "GPT2LMHeadModel": -llama_shift}
-    tree = _planted(cpu_tree, tmp_path / "tree", shifts)
+    tree = _planted(cpu_tree, tmp_path / "tree", [_off_by(arch, shift) for arch, shift in shifts.items()])
     found = _state_records(tree, models, tmp_path / "v1.json", sorted(shifts))
     assert {arch: r["hf"][0] for arch, r in found.items()} == dict.fromkeys(shifts, OracleStatus.FAIL), found
+
+
+OPT_AFTER_LAYERS = ("        if not get_pp_group().is_last_rank:\n"
+                    "            return IntermediateTensors({\"hidden_states\": hidden_states})\n")
+
+
+@pytest.mark.cpu_e2e
+def test_a_target_whose_forward_raises_fails_its_oracle(cpu_tree, models, tmp_path):
+    """OPT's decoder planted to raise after its layers: the engine dies in its first forward, the drafter load of
+    the hidden-state method fails, and the audit calls the row broken, not supported."""
+    from verdicts import entry
+
+    from forktool.audit.classify import Row
+    from forktool.vocabulary import AuditStatus
+
+    arch = "OPTForCausalLM"
+    raising = "        raise RuntimeError(\"planted: OPT's forward raises\")\n" + OPT_AFTER_LAYERS
+    tree = _planted(cpu_tree, tmp_path / "tree", [("vllm/model_executor/models/opt.py", OPT_AFTER_LAYERS, raising)])
+    _script(Path(sys.executable), "loaders_v2.py", "--methods=extract_hidden_states", models, tmp_path / "v2.json",
+            arch, env=_env())  # the meta build runs no forward: it passes
+    v2 = json.loads((tmp_path / "v2.json").read_text())
+    found = _state_records(tree, models, tmp_path / "v1.json", [arch], v2)[arch]
+    assert found["loaders"]["extract_hidden_states"] == {
+        "v2": [OracleStatus.PASS, ""], "v1": [OracleStatus.FAIL, "RuntimeError: planted: OPT's forward raises"]}
+    row = Row(arch, found["built"]["v2"], "_TEXT_GENERATION_MODELS", AuditStatus.FIXED)
+    [merged] = oracle.apply([row], {arch: entry(found)})
+    assert merged.status == AuditStatus.ORACLE_FAILED and "planted: OPT's forward raises" in merged.reason
 
 
 # Run as `python -c`: the loader oracle with the drafters' embedding lookup planted to hand over the target's final
