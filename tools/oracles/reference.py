@@ -86,6 +86,15 @@ def _undo_double_renaming(out: Path) -> None:
                        for name, t in tensors.items()}, str(shard), metadata={"format": "pt"})
 
 
+def _name_the_architecture(out: Path, arch: str) -> None:
+    """config.json names `arch`, not the Hugging Face class that wrote it: save_pretrained writes its own class
+    name, so an alias's checkpoint (MiMo written by Qwen2's class) would make vLLM build the other class."""
+    path = out / "config.json"
+    config = json.loads(path.read_text())
+    if config.get("architectures") != [arch]:
+        path.write_text(json.dumps(config | {"architectures": [arch]}, indent=2, sort_keys=True) + "\n")
+
+
 def write(arch: str, out: Path) -> dict:
     """Checkpoint (or, without a Hugging Face model, config.json) and reference states of one architecture; the
     returned record is also written as JSON."""
@@ -108,6 +117,7 @@ def write(arch: str, out: Path) -> dict:
             states = _hidden_states(model, torch.tensor([PROMPT]))
         model.save_pretrained(str(out))
         _undo_double_renaming(out)
+        _name_the_architecture(out, arch)
         record["config"] = True
         from safetensors.torch import save_file
 

@@ -2,8 +2,8 @@
 
 The V2 loader oracle builds target and drafter on the meta device. Building without raising does not show that
 the drafter got the right modules: a lookup that hands it the target's final norm builds just as well. So the
-target itself says which module embeds its tokens (the embedding module that runs in its `embed_input_ids`) and
-which is its LM head (the head its `compute_logits` hands the logits processor); the drafter's modules must be
+target itself says which module embeds its tokens (the embedding of the hidden width that runs in its
+`embed_input_ids`) and which is its LM head (the head its `compute_logits` hands the logits processor); the drafter's modules must be
 those very modules where shared, or its own ones of the same shape. Meta tensors carry no storage: sharing is
 module identity.
 """
@@ -20,34 +20,36 @@ def _qualified(target, module) -> str:
     return f"{name or 'self'} ({type(module).__name__})"
 
 
-def _first_call(target, kinds: tuple[type, ...], run, pre: bool = False):
-    """The first module of `kinds` in `target` whose forward `run()` calls (a pre-hook sees LogitsProcessor's
-    first argument, the head it is handed)."""
+def _called(target, kinds: tuple[type, ...], run, pre: bool = False) -> list:
+    """The modules of `kinds` in `target` whose forward `run()` calls, in call order, each with its output (a
+    pre-hook sees LogitsProcessor's first argument, the head it is handed, instead)."""
     seen: list = []
     with ExitStack() as hooks:
         for module in target.modules():
             if isinstance(module, kinds):
                 if pre:
-                    handle = module.register_forward_pre_hook(lambda m, args: seen.append(args[0]))
+                    handle = module.register_forward_pre_hook(lambda m, args: seen.append((args[0], None)))
                 else:
-                    handle = module.register_forward_hook(lambda m, args, out: seen.append(m))
+                    handle = module.register_forward_hook(lambda m, args, out: seen.append((m, out)))
                 hooks.callback(handle.remove)
         run()
-    return seen[0] if seen else None
+    return seen
 
 
 def targets_own(target, hidden: int, dtype) -> tuple[object, object]:
-    """(input embedding, LM head) as the target's own forward uses them, on the meta device."""
+    """(input embedding, LM head) as the target's own forward uses them, on the meta device. The embedding is the
+    first one that runs with the hidden width: Gemma-3n/4 also look up per-layer embeddings of another width."""
     import torch
     from torch import nn
     from vllm.model_executor.layers.logits_processor import LogitsProcessor
     from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
 
     ids = torch.zeros(3, dtype=torch.long, device="meta")
-    embedding = _first_call(target, (VocabParallelEmbedding, nn.Embedding), lambda: target.embed_input_ids(ids))
+    ran = _called(target, (VocabParallelEmbedding, nn.Embedding), lambda: target.embed_input_ids(ids))
+    embedding = next((m for m, out in ran if out.shape[-1] == hidden), None)
     states = torch.zeros(3, hidden, dtype=dtype, device="meta")
-    head = _first_call(target, (LogitsProcessor,), lambda: target.compute_logits(states), pre=True)
-    return embedding, head
+    heads = _called(target, (LogitsProcessor,), lambda: target.compute_logits(states), pre=True)
+    return embedding, heads[0][0] if heads else None
 
 
 def judge(target, draft_module, reference, what: str) -> list[str]:
