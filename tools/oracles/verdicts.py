@@ -19,11 +19,10 @@ sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE))
 
 from forktool.vocabulary import Evidence, OracleStatus as S, made_on_another_release  # noqa: E402
+from merge import INTERFACE_ERROR, METHODS  # noqa: E402  (the records' own methods and refusal words)
 from targets import NOT_RECORDED  # noqa: E402
 
 VERDICTS = HERE / "verdicts.json"
-METHODS = ("eagle3", "dflash", "dspark", "extract_hidden_states")
-INTERFACE_ERROR = "does not support EAGLE3 interface"
 WHY = 300  # characters of a reason kept in the verdict file (the record keeps the whole line)
 
 
