@@ -169,18 +169,6 @@ def test_stand_in_platform_answers_device_questions_without_claiming_cuda():
     assert platform.device_type == "cuda" and not platform.is_cuda() and not platform.is_unspecified()
 
 
-@pytest.mark.parametrize("draft_block_sizes, suffix", [([640], "(block 640)"), ([2560], "(block 640, draft 2560)"),
-                                                       ([], "(block 640)")])
-def test_kv_plan_line_names_packed_draft_blocks(monkeypatch, draft_block_sizes, suffix):
-    from vllm._fork.spec_check import kv_plan
-
-    planned = {"tokens": 232960, "blocks": 364, "groups": 2, "block_size": 640, "draft_block_sizes": draft_block_sizes,
-               "concurrency": 56.9, "max_model_len": 4096, "available": 1 << 30, "weights": 0}
-    monkeypatch.setattr(kv_plan, "plan", lambda *args: planned)
-    finding = kv_plan.kv_plan_finding(None, _plan_args(), stand_in=False)
-    assert finding.status == PASS and f"232,960 KV tokens in 2 group(s) of 364 blocks {suffix};" in finding.reason
-
-
 def _plan_args():
     import types
 
@@ -203,7 +191,8 @@ def test_kv_plan_fails_only_when_the_planner_itself_refuses(monkeypatch):
                         ("_build_on_meta", lambda config: 0), ("plan_kv_caches", refuse)):
         monkeypatch.setattr(kv_plan, name, value)
     monkeypatch.setattr("vllm.v1.worker.gpu.attn_utils.get_kv_cache_spec", lambda config: {})
-    finding = kv_plan.kv_plan_finding(_one_rank_config(), _plan_args(), stand_in=False)
+    monkeypatch.setattr("vllm.platforms.current_platform.update_block_size_for_backend", lambda config: None)
+    [finding] = kv_plan.kv_plan_findings(_one_rank_config(), _plan_args(), stand_in=False)
     assert finding.status == FAIL and "max seq len (131072)" in finding.reason and "--max-model-len" in finding.fix
 
 
@@ -217,39 +206,7 @@ def test_a_layer_that_fails_to_build_is_not_reported_as_too_little_memory(monkey
                         ("_build_on_meta", refuse_config)):
         monkeypatch.setattr(kv_plan, name, value)
     with pytest.raises(ValueError, match="head_dim 96"):  # run.py's own_faults names the check: exit 3
-        kv_plan.kv_plan_finding(_one_rank_config(), _plan_args(), stand_in=False)
-
-
-def test_kv_plan_flags_the_drafts_attention_layers_as_the_speculator_does(monkeypatch):
-    """Layers the draft adds get is_draft_layer (their specs then plan as draft groups);
-    the target's keep False. The model builder is replaced by one that registers named attention layers."""
-    import contextlib
-    import types
-
-    import torch
-
-    import vllm.config
-    import vllm.model_executor.model_loader.utils as loader_utils
-    from vllm._fork.spec_check import kv_plan
-
-    layers: dict = {}
-
-    def initialize_model(vllm_config, model_config=None):
-        prefix = "draft" if model_config is not None else "target"
-        for index in range(2):
-            layers[f"{prefix}.layers.{index}.attn"] = types.SimpleNamespace(is_draft_layer=False)
-        return torch.nn.Linear(2, 2)
-
-    monkeypatch.setattr(loader_utils, "initialize_model", initialize_model)
-    monkeypatch.setattr(vllm.config, "set_current_vllm_config", lambda config: contextlib.nullcontext())
-    monkeypatch.setattr(kv_plan, "_attention_layers", lambda config: dict(layers))
-    config = types.SimpleNamespace(model_config=types.SimpleNamespace(dtype=torch.bfloat16),
-                                   speculative_config=types.SimpleNamespace(
-                                       draft_model_config=types.SimpleNamespace(dtype=torch.bfloat16)))
-    kv_plan._build_on_meta(config)
-    assert {name: layer.is_draft_layer for name, layer in layers.items()} == {
-        "target.layers.0.attn": False, "target.layers.1.attn": False,
-        "draft.layers.0.attn": True, "draft.layers.1.attn": True}
+        kv_plan.kv_plan_findings(_one_rank_config(), _plan_args(), stand_in=False)
 
 
 def test_cache_hint_names_the_hub_cli_that_ships_today(tmp_path, monkeypatch):

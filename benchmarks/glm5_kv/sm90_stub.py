@@ -24,6 +24,16 @@ def build_libcuda_stub(out_dir: Path) -> Path:
     return out
 
 
+class _NoStream:
+    """Stands in for torch.cuda.Stream: nothing ever runs on it."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def wait_stream(self, *args, **kwargs):
+        pass
+
+
 def install(gpu: str, libcuda: Path):
     """Patch the process to look like one SM90 GPU of an 8-GPU host; call before importing vllm."""
     # vllm binds current_platform at import time, so this must run first.
@@ -64,6 +74,9 @@ def install(gpu: str, libcuda: Path):
             return torch.device("cuda", 0)
 
     triton_driver.set_active(_TritonSM90())
+    # A MoE's shared experts ask for an auxiliary stream while they are built; there is none to give.
+    torch.cuda.Stream = _NoStream
+    torch.cuda.current_stream = lambda *args, **kwargs: _NoStream()
     dev_name, total_mem = GPUS[gpu]
     torch.cuda.get_device_name = lambda *a, **k: dev_name
     torch.cuda.get_device_capability = lambda *a, **k: (9, 0)

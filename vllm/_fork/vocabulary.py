@@ -119,6 +119,7 @@ class Verdict(StrEnum):
 
     WILL_START = "will start"
     WILL_START_LOW_ACCEPTANCE = "will start, but acceptance may collapse"  # a warning, never a failure: exit 0
+    WILL_START_LOW_CAPACITY = "will start, but KV capacity is lost"  # warnings of the KV plan alone: exit 0
     WILL_FAIL = "will fail"
     CANNOT_TELL = "cannot tell"  # a check could not decide: exits like WILL_FAIL, never like WILL_START
     BAD_INPUT = "bad input"
@@ -128,6 +129,7 @@ class Verdict(StrEnum):
     def exit_code(self) -> Exit:
         """The process exit code that goes with this verdict."""
         return {Verdict.WILL_START: Exit.OK, Verdict.WILL_START_LOW_ACCEPTANCE: Exit.OK,
+                Verdict.WILL_START_LOW_CAPACITY: Exit.OK,
                 Verdict.WILL_FAIL: Exit.FINDINGS, Verdict.CANNOT_TELL: Exit.FINDINGS,
                 Verdict.BAD_INPUT: Exit.BAD_INPUT, Verdict.INTERNAL_ERROR: Exit.INTERNAL}[self]
 

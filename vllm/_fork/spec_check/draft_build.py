@@ -34,7 +34,7 @@ FACTORIES = ("empty", "zeros", "ones", "full", "arange", "tensor", "rand", "rand
              "linspace", "eye", "as_tensor")
 
 
-def _on_meta():
+def on_meta():
     """A torch function mode under which every tensor a constructor makes lands on the meta device, whatever
     device it names."""
     import torch
@@ -217,7 +217,7 @@ def build(vllm_config, speculator: str, listing: Listing | None) -> DraftBuild |
             stack.enter_context(set_current_vllm_config(vllm_config))
             stack.enter_context(one_rank(tp))
             stack.enter_context(torch.device("meta"))
-            stack.enter_context(_on_meta())
+            stack.enter_context(on_meta())
             stack.enter_context(set_default_torch_dtype(model_config.dtype))
             model = initialize_model(vllm_config=vllm_config, model_config=model_config, prefix=prefix)
             result.model = model

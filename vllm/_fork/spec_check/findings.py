@@ -6,7 +6,7 @@ import json
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
-from vllm._fork.vocabulary import CheckStatus, Verdict
+from vllm._fork.vocabulary import CheckName, CheckStatus, Verdict
 
 PASS, FAIL, WARN, INFO, UNKNOWN = (CheckStatus.PASS, CheckStatus.FAIL, CheckStatus.WARN, CheckStatus.INFO,
                                    CheckStatus.UNKNOWN)
@@ -52,17 +52,22 @@ class Finding:
     status: CheckStatus
     reason: str
     fix: str = ""
+    detail: tuple[str, ...] = ()  # lines printed under the reason (the KV plan's table)
+    data: dict | None = None  # the same, for --json
 
 
 def verdict(findings: list[Finding]) -> Verdict:
     """Any failure: will fail; else any check that could not decide: cannot tell; else any warning: will start,
-    but acceptance may collapse; else will start."""
+    but acceptance may collapse (or, when the KV plan alone warns, KV capacity is lost); else will start."""
     statuses = {f.status for f in findings}
     if FAIL in statuses:
         return Verdict.WILL_FAIL
     if UNKNOWN in statuses:
         return Verdict.CANNOT_TELL
-    return Verdict.WILL_START_LOW_ACCEPTANCE if WARN in statuses else Verdict.WILL_START
+    warned = {f.check for f in findings if f.status == WARN}
+    if not warned:
+        return Verdict.WILL_START
+    return Verdict.WILL_START_LOW_CAPACITY if warned == {CheckName.KV_CACHE_PLAN} else Verdict.WILL_START_LOW_ACCEPTANCE
 
 
 def exit_code(findings: list[Finding]) -> int:
@@ -76,6 +81,7 @@ def as_text(findings: list[Finding], subject: str) -> str:
     lines = [f"spec-check {subject}"]
     for f in findings:
         lines.append(f"  [{f.status:{width}}] {f.check}: {f.reason}")
+        lines += [f"         {line}" for line in f.detail]
         if f.fix and f.status in (FAIL, WARN, UNKNOWN):
             lines.append(f"         fix: {f.fix}")
     lines.append(f"verdict: {verdict(findings)}")
@@ -85,7 +91,8 @@ def as_text(findings: list[Finding], subject: str) -> str:
 def as_json(findings: list[Finding], subject: str) -> str:
     answer = verdict(findings)
     return json.dumps({"subject": subject, "exit_code": int(answer.exit_code), "verdict": str(answer),
-                       "checks": [asdict(f) for f in findings]}, indent=1)
+                       "checks": [{k: v for k, v in asdict(f).items() if k != "detail"} for f in findings]},
+                      indent=1)
 
 
 def error_json(answer: Verdict, message: str, check: str | None = None) -> str:

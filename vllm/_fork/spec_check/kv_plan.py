@@ -12,7 +12,9 @@ import socket
 import types
 
 from vllm._fork.spec_check.checks import one_line
-from vllm._fork.spec_check.findings import FAIL, INFO, PASS, Finding
+from vllm._fork.spec_check.findings import FAIL, INFO, PASS, Finding, Refused
+from vllm._fork.spec_check.kv_groups import breakdowns
+from vllm._fork.spec_check.kv_report import capacity_findings, group_table
 from vllm._fork.spec_check.weights import memory_utilization
 from vllm._fork.vocabulary import CheckName
 
@@ -108,12 +110,16 @@ def _build_on_meta(vllm_config) -> int:
     from vllm.model_executor.model_loader.utils import initialize_model
     from vllm.utils.torch_utils import set_default_torch_dtype
 
+    from vllm._fork.spec_check.draft_build import on_meta
+
     models = []
-    with set_current_vllm_config(vllm_config), torch.device("meta"):
+    # Buffers a model makes on the platform's device by name go to meta too: nothing is allocated on a GPU host.
+    with set_current_vllm_config(vllm_config), torch.device("meta"), on_meta():
         with set_default_torch_dtype(vllm_config.model_config.dtype):
             models.append(initialize_model(vllm_config=vllm_config))
         spec = vllm_config.speculative_config
-        draft = getattr(spec, "draft_model_config", None) if spec is not None else None
+        # n-gram and suffix decoding name the target itself as their draft model, and have no KV cache of their own.
+        draft = spec.draft_model_config if spec is not None and spec.uses_draft_kv_cache() else None
         if draft is not None:
             target_layers = set(_attention_layers(vllm_config))
             with set_default_torch_dtype(draft.dtype):
@@ -151,17 +157,21 @@ def plan(vllm_config, kv_memory: int | None) -> dict:
     init_one_rank(vllm_config, vllm_config.parallel_config.tensor_parallel_size)
     try:
         weights = _build_on_meta(vllm_config)
+        # The executors set the block size from the built layers' backends (and align it with the Mamba page on a
+        # hybrid target) after loading the model, before the runner collects the specs.
+        current_platform.update_block_size_for_backend(vllm_config)
         specs = get_kv_cache_spec(vllm_config)  # the collection runner V2 makes of its layers
         if kv_memory is None:
             fraction = memory_utilization(vllm_config.cache_config)
             kv_memory = int(fraction * current_platform.get_device_total_memory()) - weights
         try:
-            scheduler_config, _ = plan_kv_caches(vllm_config, specs, kv_memory)
+            scheduler_config, worker_config = plan_kv_caches(vllm_config, specs, kv_memory)
         except ValueError as exc:  # check_enough_kv_cache_memory: one request at max_model_len does not fit
             raise PlannerRefused(one_line(exc)) from exc
     finally:  # a batch of checks (tests/scripts/spec_check_batch.py) plans again in this process
         release_one_rank()
     return {"tokens": vllm_config.cache_config.kv_cache_size_tokens, "blocks": scheduler_config.num_blocks,
+            "breakdowns": breakdowns(vllm_config, worker_config),  # its groups hold every layer's own spec
             "draft_block_sizes": sorted({group.kv_cache_spec.block_size for group in scheduler_config.kv_cache_groups
                                          if any(getattr(spec, "is_draft", False)
                                                 for spec in iter_layer_specs(group.kv_cache_spec))}),
@@ -170,26 +180,54 @@ def plan(vllm_config, kv_memory: int | None) -> dict:
             "concurrency": get_max_concurrency_for_kv_cache_config(vllm_config, scheduler_config)}
 
 
-def kv_plan_finding(vllm_config, args, stand_in: bool) -> Finding:
-    """The plan as one line, or why it was not computed on this host."""
+def _replayssm_finding(vllm_config, args, rebuild, planned) -> Finding | None:
+    """Where the target keeps recurrent states per draft position and vLLM lets it take --use-replayssm: vLLM's own
+    plan with the flag, and the first --mamba-backend its validation accepts (it names the one each model needs)."""
+    first = planned[0]
+    if (rebuild is None or not first.speculative_state_bytes or vllm_config.cache_config.use_replayssm
+            or not vllm_config.model_config.supports_replayssm):
+        return None
+    chosen = str(getattr(args, "mamba_backend", None) or "triton").lower()
+    for backend in dict.fromkeys((chosen, "triton", "flashinfer")):
+        try:
+            config = rebuild({"use_replayssm": True, "mamba_backend": backend})
+        except Refused:  # vLLM's validation: this backend cannot serve it
+            continue
+        replanned = plan(config, args.kv_cache_memory_bytes)["breakdowns"][0]
+        flags = f"--use-replayssm --mamba-backend {backend}"
+        return Finding(NAME, INFO, f"{flags} keeps no recurrent state per draft position: max concurrency "
+                       f"{first.concurrency:.2f} -> {replanned.concurrency:.2f} at {first.length:,} tokens "
+                       "(vLLM's plan with those flags)", data={"flags": flags, "concurrency": replanned.concurrency})
+    return None
+
+
+def kv_plan_findings(vllm_config, args, stand_in: bool, rebuild=None) -> list[Finding]:
+    """The plan's line with its group table and capacity warnings, or why it was not computed on this host;
+    `rebuild(overrides)` builds the engine config again with some flags changed (for the --use-replayssm line)."""
     if stand_in:
-        return Finding(NAME, INFO, "not computed on a host without the GPU: the KV specs come from the attention "
-                       "backends vLLM picks there; run spec-check on a node with one such GPU (no weights needed)")
+        return [Finding(NAME, INFO, "not computed on a host without the GPU: the KV specs come from the attention "
+                       "backends vLLM picks there; run spec-check on a node with one such GPU (no weights needed)")]
     if args.pipeline_parallel_size > 1:
-        return Finding(NAME, INFO, "not computed with pipeline parallelism (each stage plans its own layers)")
+        return [Finding(NAME, INFO, "not computed with pipeline parallelism (each stage plans its own layers)")]
     from vllm.platforms import current_platform
 
     if current_platform.is_cpu() and args.kv_cache_memory_bytes is None:
-        return Finding(NAME, INFO, "not computed: on the CPU platform pass --kv-cache-memory-bytes")
+        return [Finding(NAME, INFO, "not computed: on the CPU platform pass --kv-cache-memory-bytes")]
     try:
         result = plan(vllm_config, args.kv_cache_memory_bytes)
     except PlannerRefused as refused:  # only the planner's own refusal; a layer that fails to build is not one
-        return Finding(NAME, FAIL, str(refused), "lower --max-model-len, or give the KV cache more memory")
+        return [Finding(NAME, FAIL, str(refused), "lower --max-model-len, or give the KV cache more memory")]
     unprofiled = "" if args.kv_cache_memory_bytes else ", activation peak not subtracted"
     # Draft groups whose pages the fork packed (vllm/_fork/kv_pages.py) have blocks of their own size.
     packed = [size for size in result["draft_block_sizes"] if size != result["block_size"]]
     draft = f", draft {'/'.join(map(str, packed))}" if packed else ""
-    return Finding(NAME, PASS, f"{result['tokens']:,} KV tokens in {result['groups']} group(s) of "
+    others = "".join(f", {b.concurrency:.2f} at {b.length:,}" for b in result["breakdowns"][1:])
+    line = Finding(NAME, PASS, f"{result['tokens']:,} KV tokens in {result['groups']} group(s) of "
                    f"{result['blocks']:,} blocks (block {result['block_size']}{draft}); max concurrency "
-                   f"{result['concurrency']:.2f} at {result['max_model_len']:,} tokens; "
-                   f"{result['available'] / GIB:.2f} GiB for KV per rank{unprofiled}")
+                   f"{result['concurrency']:.2f} at {result['max_model_len']:,} tokens{others}; "
+                   f"{result['available'] / GIB:.2f} GiB for KV per rank{unprofiled}",
+                   detail=group_table(result["breakdowns"][0]),
+                   data={"available_bytes": result["available"],
+                         "requests": [b.as_dict() for b in result["breakdowns"]]})
+    replayssm = _replayssm_finding(vllm_config, args, rebuild, result["breakdowns"])
+    return [line] + capacity_findings(result["breakdowns"], replayssm is not None) + [replayssm] * bool(replayssm)

@@ -117,16 +117,16 @@ def _after_configs(args, vllm_config, target: dict, draft: dict | None, requeste
     return [f for f in found if f is not None]
 
 
-def _kv_plan(args, vllm_config, findings: list[Finding]) -> None:
+def _kv_plan(args, vllm_config, findings: list[Finding], rebuild) -> None:
     """The engine's own KV plan where the host has the platform; when it decides, it outranks the estimate."""
     from vllm import platforms
-    from vllm._fork.spec_check.kv_plan import kv_plan_finding
+    from vllm._fork.spec_check.kv_plan import kv_plan_findings
 
     stand_in = getattr(platforms.current_platform, "spec_check_stand_in", False)
     with own_faults(CheckName.KV_CACHE_PLAN):
-        plan = kv_plan_finding(vllm_config, args, stand_in)
-    findings.append(plan)
-    if plan.status in (PASS, FAIL):
+        plan = kv_plan_findings(vllm_config, args, stand_in, rebuild)
+    findings += plan
+    if plan[0].status in (PASS, FAIL):
         for index, f in enumerate(findings):
             if f is not None and f.check == weights.NAME:
                 findings[index] = Finding(f.check, INFO, f"{f.reason} (estimate; the KV plan above decides)")
@@ -158,7 +158,11 @@ def _findings(args: argparse.Namespace) -> list[Finding | None]:
             return findings
         findings += _after_configs(args, vllm_config, target, draft, requested)
         if not any(f is not None and f.status == FAIL for f in findings):  # plan only what would start
-            _kv_plan(args, vllm_config, findings)
+            def rebuild(overrides: dict):  # the same invocation with some flags changed
+                changed = argparse.Namespace(**{**vars(args), **overrides})
+                return configs.build(configs.engine_args_for(changed, target_dir, spec))
+
+            _kv_plan(args, vllm_config, findings, rebuild)
     return findings
 
 
