@@ -21,7 +21,8 @@ import sm90_stub
 
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = ROOT / "tests" / "scripts" / "spec_check_sm90.py"
-NEMOTRON = ROOT / "tests" / "corpus" / "configs" / "Nemotron-H-8B"
+CORPUS = ROOT / "tests" / "corpus" / "configs"
+NEMOTRON = CORPUS / "Nemotron-H-8B"
 NGRAM = json.dumps({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3})
 KV_PLAN = "KV cache plan"
 
@@ -45,6 +46,9 @@ def runs(tmp_path_factory):
              "glm_target_8k": [str(target), "--tensor-parallel-size", "8", "--gpu", "h100", "--max-model-len", "8192",
                                "--kv-cache-memory-bytes", str(bench["available_bytes"])],
              "glm_replayssm": glm + ["--use-replayssm"],
+             "qwen3_next_dflash": [str(CORPUS / "Qwen3-Coder-Next"), "--speculative-config", json.dumps(
+                 {"method": "dflash", "model": str(CORPUS / "Qwen3-Coder-Next-DFlash"), "num_speculative_tokens": 15}),
+                 "--tensor-parallel-size", "8", "--gpu", "h100", "--max-model-len", "8192", "--json"],
              "nemotron": nemotron + ["--json"],
              "nemotron_replayssm": nemotron + ["--use-replayssm", "--mamba-backend", "flashinfer", "--json"]}
     source, out = work / "cases.json", work / "out.json"
@@ -95,6 +99,15 @@ def test_an_8k_glm_request_warns_of_the_draft_and_of_padding(runs):
     warned = _warnings(report)
     assert any("the draft costs" in line for line in warned) and any("is padding" in line for line in warned)
     assert not any("--use-replayssm" in line for line in report.splitlines() if "fix:" in line)  # GLM has none
+
+
+def test_a_full_attention_draft_group_is_the_drafts(runs):
+    """Qwen3-Coder-Next + its DFlash draft: the draft's 8 full-attention layers form their own group, whose merged
+    spec has lost the layers' is_draft flag; the report finds it by layer name, as vLLM's planner does."""
+    request = _plan(runs[1]["qwen3_next_dflash"])["data"]["requests"][0]
+    drafts = [g for g in request["groups"] if g["draft"]]
+    assert [(g["kind"], g["layers"]) for g in drafts] == [("FullAttentionSpec", 8)]
+    assert request["draft_share"] > 0 and request["speculative_state_share"] > 0
 
 
 def test_the_target_alone_has_no_draft_warning(runs):

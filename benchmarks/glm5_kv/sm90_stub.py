@@ -77,6 +77,7 @@ def install(gpu: str, libcuda: Path):
     # A MoE's shared experts ask for an auxiliary stream while they are built; there is none to give.
     torch.cuda.Stream = _NoStream
     torch.cuda.current_stream = lambda *args, **kwargs: _NoStream()
+    torch.cuda.current_device = lambda: 0  # Qwen3-Next's GDN layer asks while it is built
     dev_name, total_mem = GPUS[gpu]
     torch.cuda.get_device_name = lambda *a, **k: dev_name
     torch.cuda.get_device_capability = lambda *a, **k: (9, 0)

@@ -84,7 +84,7 @@ def _layer_specs(group) -> list:
     return list(iter_layer_specs(group.kv_cache_spec))
 
 
-def _row(vllm_config, group, block_bytes: int) -> GroupRow:
+def _row(vllm_config, group, block_bytes: int, draft_layers: set[str]) -> GroupRow:
     from vllm.utils.math_utils import cdiv
 
     spec, layer_specs = group.kv_cache_spec, _layer_specs(group)
@@ -94,7 +94,8 @@ def _row(vllm_config, group, block_bytes: int) -> GroupRow:
     used = sum(pages) if len(pages) == len(group.layer_names) else pages[0] * len(group.layer_names)
     blocks = cdiv(spec.max_memory_usage_bytes(vllm_config), spec.page_size_bytes)
     kinds = dict.fromkeys(type(s).__name__ for s in layer_specs)  # a group may mix kinds of one page (MLA + indexer)
-    return GroupRow(kind="+".join(kinds), draft=bool(getattr(first, "is_draft", False)),
+    # By layer name, as vLLM's planner tells draft groups: merging a group's specs drops their is_draft flag.
+    return GroupRow(kind="+".join(kinds), draft=not draft_layers.isdisjoint(group.layer_names),
                     layers=len(group.layer_names), block_size=spec.block_size, page_bytes=first.page_size_bytes,
                     used_bytes_per_block=used, blocks=blocks,
                     speculative_blocks=getattr(first, "num_speculative_blocks", 0),
@@ -107,8 +108,9 @@ def block_bytes(kv_cache_config) -> int:
     return max(device) // kv_cache_config.num_blocks if device else 0
 
 
-def breakdown(vllm_config, kv_cache_config, length: int) -> Breakdown:
-    """The groups of `kv_cache_config` for requests of `length` tokens; the config's max_model_len is put back."""
+def breakdown(vllm_config, kv_cache_config, length: int, draft_layers: set[str]) -> Breakdown:
+    """The groups of `kv_cache_config` for requests of `length` tokens (`draft_layers`: the names of the draft's
+    layers); the config's max_model_len is put back."""
     from vllm.v1.core.kv_cache_utils import get_max_concurrency_for_kv_cache_config
 
     model_config = vllm_config.model_config
@@ -116,15 +118,17 @@ def breakdown(vllm_config, kv_cache_config, length: int) -> Breakdown:
     model_config.max_model_len = length  # vLLM's per-request terms read the request length from here
     try:
         per_block = block_bytes(kv_cache_config)
-        rows = tuple(_row(vllm_config, group, per_block) for group in kv_cache_config.kv_cache_groups)
+        rows = tuple(_row(vllm_config, group, per_block, draft_layers) for group in kv_cache_config.kv_cache_groups)
         concurrency = get_max_concurrency_for_kv_cache_config(vllm_config, kv_cache_config)
     finally:
         model_config.max_model_len = deployed
     return Breakdown(length, per_block, kv_cache_config.num_blocks, concurrency, rows)
 
 
-def breakdowns(vllm_config, kv_cache_config) -> list[Breakdown]:
-    """At the deployment's --max-model-len, then at each of REQUEST_LENGTHS it allows."""
+def breakdowns(vllm_config, kv_cache_config, layer_specs: dict) -> list[Breakdown]:
+    """At the deployment's --max-model-len, then at each of REQUEST_LENGTHS it allows; `layer_specs` are the specs
+    the runner collected, by layer name."""
     deployed = vllm_config.model_config.max_model_len
     lengths = [deployed] + [n for n in REQUEST_LENGTHS if n < deployed]
-    return [breakdown(vllm_config, kv_cache_config, n) for n in lengths]
+    draft_layers = {name for name, spec in layer_specs.items() if getattr(spec, "is_draft", False)}
+    return [breakdown(vllm_config, kv_cache_config, n, draft_layers) for n in lengths]

@@ -151,7 +151,6 @@ def plan(vllm_config, kv_memory: int | None) -> dict:
     EngineCore's own planning steps."""
     from vllm.platforms import current_platform
     from vllm.v1.core.kv_cache_utils import get_max_concurrency_for_kv_cache_config
-    from vllm.v1.kv_cache_interface import iter_layer_specs
     from vllm.v1.worker.gpu.attn_utils import get_kv_cache_spec
 
     init_one_rank(vllm_config, vllm_config.parallel_config.tensor_parallel_size)
@@ -168,13 +167,12 @@ def plan(vllm_config, kv_memory: int | None) -> dict:
             scheduler_config, worker_config = plan_kv_caches(vllm_config, specs, kv_memory)
         except ValueError as exc:  # check_enough_kv_cache_memory: one request at max_model_len does not fit
             raise PlannerRefused(one_line(exc)) from exc
+        planned = breakdowns(vllm_config, worker_config, specs)  # the worker's groups hold every layer's own spec
     finally:  # a batch of checks (tests/scripts/spec_check_batch.py) plans again in this process
         release_one_rank()
     return {"tokens": vllm_config.cache_config.kv_cache_size_tokens, "blocks": scheduler_config.num_blocks,
-            "breakdowns": breakdowns(vllm_config, worker_config),  # its groups hold every layer's own spec
-            "draft_block_sizes": sorted({group.kv_cache_spec.block_size for group in scheduler_config.kv_cache_groups
-                                         if any(getattr(spec, "is_draft", False)
-                                                for spec in iter_layer_specs(group.kv_cache_spec))}),
+            "breakdowns": planned,
+            "draft_block_sizes": sorted({row.block_size for row in planned[0].groups if row.draft}),
             "groups": len(scheduler_config.kv_cache_groups), "block_size": vllm_config.cache_config.block_size,
             "max_model_len": vllm_config.model_config.max_model_len, "available": kv_memory, "weights": weights,
             "concurrency": get_max_concurrency_for_kv_cache_config(vllm_config, scheduler_config)}
