@@ -27,11 +27,12 @@ class GroupRow:
     """One KV group at one request length."""
 
     kind: str  # the per-layer spec classes
-    draft: bool  # the draft's own layers
+    draft: bool  # holds the draft's layers (all of them, or next to the target's: see draft_used_bytes_per_block)
     layers: int
     block_size: int  # tokens per block
     page_bytes: int  # one layer's page as planned (padded; the first layer's where a group mixes kinds)
     used_bytes_per_block: int  # what the group's layers store in one block id: their unpadded pages
+    draft_used_bytes_per_block: int  # of those, the draft's layers' (a DSpark draft's MLA joins Kimi-K3's MLA group)
     blocks: int  # block ids a request holds (vLLM's term)
     speculative_blocks: int  # of those, recurrent states kept per draft position
     bytes: int  # blocks x the allocation's bytes per block id
@@ -64,7 +65,9 @@ class Breakdown:
 
     @property
     def draft_bytes(self) -> int:
-        return sum(row.bytes for row in self._device() if row.draft)
+        """The draft's part of each group's bytes, in proportion to what its layers store there."""
+        return sum(row.bytes * row.draft_used_bytes_per_block // row.used_bytes_per_block
+                   for row in self._device() if row.used_bytes_per_block)
 
     @property
     def speculative_state_bytes(self) -> int:
@@ -78,26 +81,22 @@ class Breakdown:
                 "groups": [asdict(row) for row in self.groups]}
 
 
-def _layer_specs(group) -> list:
-    from vllm.v1.kv_cache_interface import iter_layer_specs
-
-    return list(iter_layer_specs(group.kv_cache_spec))
-
-
 def _row(vllm_config, group, block_bytes: int, draft_layers: set[str]) -> GroupRow:
     from vllm.utils.math_utils import cdiv
 
-    spec, layer_specs = group.kv_cache_spec, _layer_specs(group)
-    first = layer_specs[0]
-    # A worker's group keeps one spec per layer where its layers differ; a plain spec describes every layer.
-    pages = [getattr(s, "real_page_size_bytes", s.page_size_bytes) for s in layer_specs]
-    used = sum(pages) if len(pages) == len(group.layer_names) else pages[0] * len(group.layer_names)
+    spec = group.kv_cache_spec
+    # A worker's group keeps one spec per layer, by name, where its layers differ; a plain spec describes every layer.
+    per_layer = getattr(spec, "kv_cache_specs", None) or dict.fromkeys(group.layer_names, spec)
+    pages = {name: getattr(s, "real_page_size_bytes", s.page_size_bytes) for name, s in per_layer.items()}
+    used = sum(pages.values())
+    draft_used = sum(page for name, page in pages.items() if name in draft_layers)
     blocks = cdiv(spec.max_memory_usage_bytes(vllm_config), spec.page_size_bytes)
-    kinds = dict.fromkeys(type(s).__name__ for s in layer_specs)  # a group may mix kinds of one page (MLA + indexer)
+    kinds = dict.fromkeys(type(s).__name__ for s in per_layer.values())  # a group may mix kinds (MLA + indexer)
+    first = next(iter(per_layer.values()))
     # By layer name, as vLLM's planner tells draft groups: merging a group's specs drops their is_draft flag.
     return GroupRow(kind="+".join(kinds), draft=not draft_layers.isdisjoint(group.layer_names),
                     layers=len(group.layer_names), block_size=spec.block_size, page_bytes=first.page_size_bytes,
-                    used_bytes_per_block=used, blocks=blocks,
+                    used_bytes_per_block=used, draft_used_bytes_per_block=draft_used, blocks=blocks,
                     speculative_blocks=getattr(first, "num_speculative_blocks", 0),
                     bytes=blocks * block_bytes, host_resident=bool(group.host_resident))
 

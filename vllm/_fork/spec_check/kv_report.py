@@ -23,7 +23,9 @@ def group_table(plan: Breakdown) -> tuple[str, ...]:
              f"{'share':>8}{'padding':>9}"]
     total = plan.bytes_per_request
     for index, row in enumerate(plan.groups):
-        kind = row.kind + (" (draft)" if row.draft else "") + (" (host)" if row.host_resident else "")
+        whose = "" if not row.draft else " (draft)" if row.draft_used_bytes_per_block == row.used_bytes_per_block \
+            else f" ({row.draft_used_bytes_per_block / row.used_bytes_per_block:.0%} draft)"
+        kind = row.kind + whose + (" (host)" if row.host_resident else "")
         padding = 1 - row.used_bytes_per_block / plan.block_bytes if plan.block_bytes else 0.0
         states = f"  incl. {row.speculative_blocks} per draft position" if row.speculative_blocks else ""
         lines.append(f"{index:>5}  {kind:<26}{row.layers:>7}{row.block_size:>7}{row.used_bytes_per_block:>12,}"
