@@ -32,21 +32,24 @@ LOADERS = {
 SIZED = "_spec_check_name"  # set on a meta tensor whose shape is the checkpoint's: its name
 FACTORIES = ("empty", "zeros", "ones", "full", "arange", "tensor", "rand", "randn", "randint", "empty_strided",
              "linspace", "eye", "as_tensor")
+VALUED = ("tensor", "as_tensor", "arange", "linspace")  # small, and a constructor may read them back
 
 
-def on_meta():
+def on_meta(data_on_cpu: bool = False):
     """A torch function mode under which every tensor a constructor makes lands on the meta device, whatever
-    device it names."""
+    device it names; `data_on_cpu`: tensors made from values (torch.tensor, arange, ...) stay on the CPU, for a
+    constructor that reads numbers back from them (BLOOM's ALiBi slopes go through .tolist())."""
     import torch
     import torch.overrides
 
-    factories = {getattr(torch, name) for name in FACTORIES}
+    valued = {getattr(torch, name) for name in VALUED} if data_on_cpu else set()
+    factories = {getattr(torch, name) for name in FACTORIES} - valued
 
     class OnMeta(torch.overrides.TorchFunctionMode):
         def __torch_function__(self, func, types_, args=(), kwargs=None):
             kwargs = dict(kwargs or {})
-            if func in factories:
-                kwargs["device"] = "meta"
+            if func in factories or func in valued:
+                kwargs["device"] = "meta" if func in factories else "cpu"
                 kwargs.pop("pin_memory", None)
             elif func is torch.Tensor.to:
                 args = tuple("meta" if isinstance(a, (str, torch.device)) and str(a) != "meta" else a

@@ -101,9 +101,21 @@ def _attention_layers(vllm_config) -> dict:
 
 
 def _build_on_meta(vllm_config) -> int:
-    """Target and draft on the meta device; returns their weight bytes on this rank.
+    """Target and draft on the meta device; returns their weight bytes on this rank."""
+    context = vllm_config.compilation_config.static_forward_context
+    registered = set(context)
+    try:
+        return _build(vllm_config, data_on_cpu=False)
+    except NotImplementedError as exc:  # a constructor read numbers back from a tensor it made
+        if "meta tensor" not in str(exc):
+            raise
+        for name in set(context) - registered:  # the layers built before it stopped, or they would be duplicates
+            del context[name]
+        return _build(vllm_config, data_on_cpu=True)
 
-    The draft's attention layers are flagged `is_draft_layer`, as the speculator's load_model does, so their
+
+def _build(vllm_config, data_on_cpu: bool) -> int:
+    """The draft's attention layers are flagged `is_draft_layer`, as the speculator's load_model does, so their
     KV specs come out as the engine plans them (a packed draft group shows its own block size)."""
     import torch
     from vllm.config import set_current_vllm_config
@@ -114,7 +126,7 @@ def _build_on_meta(vllm_config) -> int:
 
     models = []
     # Buffers a model makes on the platform's device by name go to meta too: nothing is allocated on a GPU host.
-    with set_current_vllm_config(vllm_config), torch.device("meta"), on_meta():
+    with set_current_vllm_config(vllm_config), torch.device("meta"), on_meta(data_on_cpu):
         with set_default_torch_dtype(vllm_config.model_config.dtype):
             models.append(initialize_model(vllm_config=vllm_config))
         spec = vllm_config.speculative_config

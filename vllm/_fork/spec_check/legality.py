@@ -6,6 +6,11 @@
   EAGLE3 head needs the target's `hidden_states`) raises TypeError on the first draft step, which the engine
   takes during start-up. vLLM refuses a mismatched method only where the draft class declares its speculator
   (`speculator_config_class`, speculator_config.py `_resolve_checkpoint_config_class`); EAGLE heads do not.
+* Method `mtp` takes the target's own checkpoint as its draft (MTPSpeculatorConfig.default_model) and keeps the
+  configured method whatever the draft is. Where SpeculativeConfig maps the target's model_type to no MTP model
+  (`MTPSpeculatorConfig.matches`: the draft's model_type is not one of MTPModelTypes), MTPSpeculator's
+  load_eagle_model builds the target class a second time in the same config, and the first attention layer is
+  refused by name (layers/attention/attention.py "Duplicate layer name"): after the target's weights are loaded.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from vllm._fork.spec_check.inspection import model_class
 from vllm._fork.vocabulary import CheckName
 
 STANDALONE = CheckName.STANDALONE_DRAFT
+SPECULATIVE = CheckName.SPECULATIVE_CONFIG
 STANDALONE_INPUTS = ("self", "input_ids", "positions")  # what StandaloneARSpeculator passes
 
 
@@ -40,3 +46,19 @@ def standalone_draft(spec_config, speculator: str) -> Finding | None:
                    f"{', '.join(missing)}: the first draft step, taken while the engine starts, raises TypeError",
                    "give the method this draft was trained for (eagle3 for an EAGLE3 head), or leave 'method' out "
                    "and vLLM detects it from the draft")
+
+
+def mtp_without_mtp_model(spec_config) -> Finding | None:
+    """Method mtp on a target whose model_type vLLM maps to no MTP model: the draft is the target class again."""
+    if spec_config.method != "mtp" or spec_config.draft_model_config is None:
+        return None
+    from vllm.v1.worker.gpu.spec_decode.mtp.config import MTPSpeculatorConfig
+
+    if MTPSpeculatorConfig.matches(spec_config):
+        return None
+    draft = spec_config.draft_model_config
+    arch = ", ".join(draft.architectures or []) or "the target's class"
+    return Finding(SPECULATIVE, FAIL, f"method mtp needs an MTP model, and vLLM has none for model_type "
+                   f"'{draft.hf_config.model_type}': the draft is {arch} again, built beside the target after its "
+                   "weights load, and its first attention layer is refused ('Duplicate layer name')",
+                   "use a drafter method (eagle3, dflash) with a draft trained for this target, or ngram")

@@ -81,6 +81,10 @@ def _after_configs(args, vllm_config, target: dict, draft: dict | None, requeste
     alternative = checks.alternatives(checks.mtp_layers(target))
     tp, pp = parallel_config.tensor_parallel_size, parallel_config.pipeline_parallel_size
     found = []
+    with own_faults(CheckName.SPECULATIVE_CONFIG):
+        no_mtp_model = legality.mtp_without_mtp_model(spec_config)
+    if no_mtp_model is not None:
+        return [no_mtp_model]  # every later check would read a draft vLLM never gets to use
     with own_faults(CheckName.SPECULATOR):
         found.append(checks.speculator(spec_config, requested))
     with own_faults(legality.STANDALONE):
