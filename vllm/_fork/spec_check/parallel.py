@@ -151,3 +151,22 @@ def kv_heads(model_config: Any, tp: int) -> Finding | None:
                    f"the target's {total} KV heads cannot be replicated evenly over TP={tp} (QKVParallelLinear "
                    f"asserts {tp} % {total} == 0 while the model is built, on every worker)",
                    f"use a --tensor-parallel-size such as {', '.join(map(str, near))}")
+
+
+NODE_GPUS = 8  # an HGX/DGX board: a larger world is taken as several nodes unless the host shows otherwise
+
+
+def node_fit(parallel_config: Any, gpu: Gpu, stand_in: bool) -> Finding | None:
+    """vLLM refuses a world larger than the node's GPUs unless told it spans nodes (config/parallel.py
+    ParallelConfig.__post_init__: '--nnodes' for multiprocessing, or the ray backend). On a GPU host vLLM's own
+    config build decides; a GPU-less host cannot see the node, so a world beyond one board cannot be told."""
+    world = parallel_config.world_size
+    if not stand_in or gpu.vendor != "nvidia" or world <= NODE_GPUS or parallel_config.nnodes > 1 \
+            or parallel_config.distributed_executor_backend == "ray":
+        return None
+    return Finding(CheckName.TARGET_PARALLELISM, UNKNOWN, f"a world of {world} GPUs on one node: vLLM refuses a "
+                   "world larger than the node's GPUs ('World size ... is larger than the number of available GPUs "
+                   f"... in this node'); this host cannot see the serving node's {gpu.name}s, and an HGX board holds "
+                   f"{NODE_GPUS}",
+                   "give the node count (--nnodes N with --node-rank, multiprocessing) or "
+                   "--distributed-executor-backend ray")

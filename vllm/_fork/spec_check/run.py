@@ -71,6 +71,7 @@ def _before_configs(args, stack: ExitStack, findings: list[Finding]):
 
 def _after_configs(args, vllm_config, target: dict, draft: dict | None, requested: str) -> list[Finding]:
     """Every check that reads the built configs."""
+    from vllm import platforms
     from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import get_eagle3_aux_layers_from_config
 
     from vllm._fork.eagle3 import needs_aux_hidden_states
@@ -107,6 +108,9 @@ def _after_configs(args, vllm_config, target: dict, draft: dict | None, requeste
                                        else None)
         with own_faults(CheckName.PIPELINE_PARALLEL):
             found.append(parallel.pipeline(arch, gpu, pp, spec_config.method, alternative))
+    with own_faults(CheckName.TARGET_PARALLELISM):
+        found.append(parallel.node_fit(parallel_config, gpu, getattr(platforms.current_platform, "spec_check_stand_in",
+                                                                     False)))
     with own_faults(CheckName.CONTEXT_PARALLEL):
         found.append(parallel.context(spec_config, parallel_config.prefill_context_parallel_size,
                                       parallel_config.decode_context_parallel_size))
