@@ -6,16 +6,18 @@ import argparse
 import json
 from contextlib import ExitStack
 
-from vllm._fork.spec_check import checks, combinations, configs, legality, parallel, weights, worker_checks
+from vllm._fork.spec_check import checks, configs, registry, weights
 from vllm._fork.spec_check.findings import FAIL, INFO, PASS, Finding, Refused, as_json, as_text, exit_code, own_faults
 from vllm._fork.spec_check.gpus import GPUS
 from vllm._fork.spec_check.inputs import ALIASES, config_folder, speculative_dict
 from vllm._fork.vocabulary import CheckName
 
 
-def _text_architectures(model_config) -> list[str]:
-    text = getattr(model_config.hf_config, "text_config", None)
-    return list(getattr(text, "architectures", None) or [])
+def _stand_in() -> bool:
+    """This host answers for the GPU through spec-check's config-only platform."""
+    from vllm import platforms
+
+    return getattr(platforms.current_platform, "spec_check_stand_in", False)
 
 
 def _speculators_model(args, target: dict, stack: ExitStack) -> tuple[str, dict, dict]:
@@ -69,70 +71,12 @@ def _before_configs(args, stack: ExitStack, findings: list[Finding]):
     return target_dir, target, draft, spec
 
 
-def _after_configs(args, vllm_config, target: dict, draft: dict | None, requested: str) -> list[Finding]:
-    """Every check that reads the built configs."""
-    from vllm import platforms
-    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import get_eagle3_aux_layers_from_config
-
-    from vllm._fork.eagle3 import needs_aux_hidden_states
-
-    gpu = GPUS[args.gpu]
-    model_config, parallel_config = vllm_config.model_config, vllm_config.parallel_config
-    spec_config = vllm_config.speculative_config
-    alternative = checks.alternatives(checks.mtp_layers(target))
-    tp, pp = parallel_config.tensor_parallel_size, parallel_config.pipeline_parallel_size
-    found = []
-    with own_faults(CheckName.SPECULATIVE_CONFIG):
-        no_mtp_model = legality.mtp_without_mtp_model(spec_config)
-    if no_mtp_model is not None:
-        return [no_mtp_model]  # every later check would read a draft vLLM never gets to use
-    with own_faults(CheckName.SPECULATOR):
-        found.append(checks.speculator(spec_config, requested))
-    with own_faults(legality.STANDALONE):
-        found.append(legality.standalone_draft(spec_config, checks.speculator_name(spec_config)))
-    with own_faults(CheckName.DRAFT_TENSOR_PARALLEL):
-        found.append(parallel.draft_heads(spec_config, tp))
-    arch = model_config.architecture
-    if needs_aux_hidden_states(spec_config):
-        with own_faults(CheckName.EAGLE3_CONTRACT):
-            found.append(checks.aux_contract(arch, gpu, _text_architectures(model_config), alternative,
-                                             spec_config.method, spec_config.kv_cache_dtype))
-        with own_faults(CheckName.AUX_LAYERS):
-            draft_text = spec_config.draft_model_config.hf_text_config
-            nested = (getattr(spec_config.draft_model_config.hf_config, "eagle_config", None) or {})
-            found += checks.aux_layers(get_eagle3_aux_layers_from_config(spec_config),
-                                       model_config.hf_text_config.num_hidden_layers, model_config.get_hidden_size(),
-                                       getattr(draft_text, "target_hidden_size", None)
-                                       or getattr(draft_text, "hidden_size", None),
-                                       nested.get("eagle_aux_hidden_state_layer_ids") if isinstance(nested, dict)
-                                       else None)
-        with own_faults(CheckName.PIPELINE_PARALLEL):
-            found.append(parallel.pipeline(arch, gpu, pp, spec_config.method, alternative))
-    with own_faults(CheckName.TARGET_PARALLELISM):
-        found.append(parallel.node_fit(parallel_config, gpu, getattr(platforms.current_platform, "spec_check_stand_in",
-                                                                     False)))
-    with own_faults(CheckName.CONTEXT_PARALLEL):
-        found.append(parallel.context(spec_config, parallel_config.prefill_context_parallel_size,
-                                      parallel_config.decode_context_parallel_size))
-        if spec_config.draft_parallel_config is not None:
-            found.append(parallel.draft_placement(spec_config, parallel_config.enable_expert_parallel, tp))
-    with own_faults("combinations"):
-        found += combinations.findings(vllm_config)
-    with own_faults(CheckName.WEIGHTS_FIT):
-        found.append(weights.safe_finding(target, draft, vllm_config, gpu))
-    with own_faults("worker checks"):
-        found += worker_checks.findings(vllm_config, target, draft, gpu)
-    return [f for f in found if f is not None]
-
-
 def _kv_plan(args, vllm_config, findings: list[Finding], rebuild) -> None:
     """The engine's own KV plan where the host has the platform; when it decides, it outranks the estimate."""
-    from vllm import platforms
     from vllm._fork.spec_check.kv_plan import kv_plan_findings
 
-    stand_in = getattr(platforms.current_platform, "spec_check_stand_in", False)
     with own_faults(CheckName.KV_CACHE_PLAN):
-        plan = kv_plan_findings(vllm_config, args, stand_in, rebuild)
+        plan = kv_plan_findings(vllm_config, args, _stand_in(), rebuild)
     findings += plan
     if plan[0].status in (PASS, FAIL):
         for index, f in enumerate(findings):
@@ -164,7 +108,7 @@ def _findings(args: argparse.Namespace) -> list[Finding | None]:
         except Refused as refused:
             findings.append(Finding(refused.step, FAIL, checks.one_line(refused.cause), configs.FIXES[refused.step]))
             return findings
-        findings += _after_configs(args, vllm_config, target, draft, requested)
+        findings += registry.run_all(registry.Deployment(args, vllm_config, target, draft, requested, _stand_in()))
         if not any(f is not None and f.status == FAIL for f in findings):  # plan only what would start
             def rebuild(overrides: dict):  # the same invocation with some flags changed
                 changed = argparse.Namespace(**{**vars(args), **overrides})

@@ -71,7 +71,7 @@ def _build_failure(exc: BaseException, arch: str, draft: dict, gpu: Gpu, tp: int
                    f"({one_line(exc)}{where})", "check the draft on a GPU host before a long deployment")
 
 
-def _draft(vllm_config, draft: dict, gpu: Gpu) -> list[Finding]:
+def draft_findings(vllm_config, draft: dict, gpu: Gpu) -> list[Finding]:
     spec = vllm_config.speculative_config
     draft_config = spec.draft_model_config
     name = speculator_name(spec)
@@ -99,20 +99,3 @@ def _draft(vllm_config, draft: dict, gpu: Gpu) -> list[Finding]:
                      f"({params / 1e9:.2f}B parameters on rank 0 of TP={tp}, meta device)"),
              attention.draft_finding(built.selections, gpu)]
     return found + contents.draft_findings(built, folder, arch)
-
-
-def findings(vllm_config, target: dict, draft: dict | None, gpu: Gpu) -> list[Finding]:
-    """Every check of this module, in report order."""
-    from vllm import platforms
-
-    stand_in = getattr(platforms.current_platform, "spec_check_stand_in", False)
-    model_config, spec = vllm_config.model_config, vllm_config.speculative_config
-    tp = vllm_config.parallel_config.tensor_parallel_size
-    found = [parallel.kv_heads(model_config, tp),
-             attention.target_finding(vllm_config, target, gpu, stand_in),
-             attention.indexer_finding(vllm_config, gpu, stand_in)]
-    if spec is not None and spec.method == "mtp":
-        found += contents.mtp_findings(vllm_config, model_config.model)
-    elif spec is not None and spec.draft_model_config is not None:
-        found += _draft(vllm_config, draft or {}, gpu)
-    return [f for f in found if f is not None]
