@@ -174,8 +174,8 @@ def test_series_result_is_the_forks_file(series_checkout, project, fork_sources)
 # broken test. Every case of the function must fail, and the message pytest's short summary keeps for it (the
 # exception's first line) must contain the string.
 DEFECTS = {
-    "test_eagle3_interface_error.py::test_error_names_the_model_class_and_the_method":
-        "ModelWithoutEagle3 does not declare SupportsEagle3",
+    "test_eagle3_interface_error.py::test_error_names_the_model_class":
+        "ModelWithoutEagle3 does not implement SupportsEagle3",
     "test_rocm_kimi_linear_eagle3.py::test_rocm_kimi_linear_declares_supports_eagle3_like_its_cuda_twin":
         "the ROCm/XPU KimiLinearForCausalLM lacks SupportsEagle3",
     "test_eagle3_declarations.py::test_qwen2_audio_declares_supports_eagle3":
