@@ -18,6 +18,7 @@ FORK_SUFFIX = ".fork.toml"
 FORK_MODULE = "vllm._fork"
 PROVENANCE = ("why", "upstream", "remove_when")
 COMMON = {"id", "op", "expect", "pr", "imports", *PROVENANCE}
+COUNT_FIELDS = {"occurrence"}  # op fields given as a positive integer, not a string
 # Provenance a spec file may give once, at top level, for every edit that does not give its own.
 FILE_DEFAULTS = ("upstream", "remove_when")
 
@@ -127,7 +128,11 @@ def _edit_from_table(spec_file: str, target: str, pr: str | None, index: int, ta
                         f"it takes {sorted(fields)}")
     params = {}
     for name, required in fields.items():
-        if name in table:
+        if name in table and name in COUNT_FIELDS:
+            if not isinstance(table[name], int) or isinstance(table[name], bool) or table[name] < 1:
+                raise ForkError(f"{where}: field '{name}' must be a positive integer")
+            params[name] = str(table[name])
+        elif name in table:
             if not isinstance(table[name], str):
                 raise ForkError(f"{where}: field '{name}' must be a string")
             params[name] = table[name]

@@ -34,9 +34,6 @@ OFFLOAD = {"edits/vllm/distributed/kv_transfer/kv_connector/v1/offloading/config
 # The error that names the block sizes (fork-only until vllm#57824 merges) anchors on the assert every release with
 # the offloading config has; 0.23.0 has no such file.
 OFFLOAD_ALL = OFFLOAD | {"edits/vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py.fork.toml"}
-# DeepseekV2Model.forward's record after the last layer (vllm#46973) arrived after 0.23.0: the layer-0 guard, which
-# takes both equal records, finds one there.
-DEEPSEEK_AUX = {"edits/vllm/model_executor/models/deepseek_v2.py.toml"}
 # Runner V2's EAGLE loader shares the target embedding through code that 0.33.0 wrote anew (and DSpark's loader
 # before 0.27.0): the fallback for decoders outside `.model` anchors on 0.33.0's.
 DRAFTER_LOADERS = {"edits/vllm/v1/worker/gpu/spec_decode/eagle/utils.py.fork.toml"}
@@ -83,7 +80,7 @@ def _statuses(stdout: str) -> dict[tuple[str, str], str]:
     # Before Kimi-K3 existed: the Kimi file is missing.
     ("vllm==0.23.0", {AMD: "broken", **AFTER_0_23}, 1,
      GLM_MTP_ALL | KV_PLANNING | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD_ALL
-     | DRAFTER_LOADERS_ALL | DEEPSEEK_AUX | MING),
+     | DRAFTER_LOADERS_ALL | MING),
 ])
 def test_check_reports_each_edit(check, base, expected, code, other_broken):
     done = check(base)

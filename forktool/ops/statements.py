@@ -7,7 +7,7 @@ import libcst as cst
 from forktool.ops.base import Outcome, parse_expr, parse_statement, same_value
 from forktool.ops.seq import insert_item
 
-REPLACE_FIELDS = {"function": True, "old": True, "new": True}
+REPLACE_FIELDS = {"function": True, "old": True, "new": True, "occurrence": False}
 INSERT_FIELDS = {"function": True, "before": True, "statement": True}
 
 
@@ -38,18 +38,24 @@ class _InFunction(cst.CSTTransformer):
 
 
 class _ReplaceExpression(_InFunction):
-    def __init__(self, qualname: str, old: cst.BaseExpression, new: cst.BaseExpression):
+    def __init__(self, qualname: str, old: cst.BaseExpression, new: cst.BaseExpression, nth: int | None = None):
         super().__init__(qualname)
-        self.old, self.new = old, new
+        self.old, self.new, self.nth = old, new, nth
         self.done: set[int] = set()
+        self.seen = 0  # sites holding `old` or already `new`, in source order
+
+    def _chosen(self) -> bool:
+        self.seen += 1
+        return self.nth is None or self.seen == self.nth
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if not super().on_visit(node):
             return False
         if self.depth and isinstance(node, type(self.new)) and same_value(node, self.new):
             # Already the target state; do not look inside (`new` may contain `old`, e.g. a guard around it).
-            self.matches += 1
-            self.present += 1
+            if self._chosen():
+                self.matches += 1
+                self.present += 1
             self.done.add(id(node))
             return False
         return True
@@ -58,7 +64,7 @@ class _ReplaceExpression(_InFunction):
         updated = super().on_leave(original, updated)
         if not self.depth or id(original) in self.done or not isinstance(original, type(self.old)):
             return updated
-        if same_value(original, self.old):
+        if same_value(original, self.old) and self._chosen():
             self.matches += 1
             return self.new
         return updated
@@ -87,8 +93,10 @@ class _InsertStatement(_InFunction):
 
 
 def apply_replace(module: cst.Module, spec: dict) -> Outcome:
-    """Replace each expression equal to `old` (layout ignored) inside `function` with `new`."""
-    transformer = _ReplaceExpression(spec["function"], parse_expr(spec["old"], "old"), parse_expr(spec["new"], "new"))
+    """Replace each expression equal to `old` (layout ignored) in `function`, or only the `occurrence`-th, by `new`."""
+    nth = int(spec["occurrence"]) if "occurrence" in spec else None
+    transformer = _ReplaceExpression(spec["function"], parse_expr(spec["old"], "old"), parse_expr(spec["new"], "new"),
+                                     nth)
     edited = module.visit(transformer)
     return Outcome(transformer.matches, transformer.present, edited)
 
