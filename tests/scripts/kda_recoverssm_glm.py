@@ -1,0 +1,102 @@
+"""Kimi-K3's RecoverSSM kernels on GLM-5.3-Flash's KDA gate, against GLM's own stored-states kernel, under Triton's
+interpreter: `CUDA_VISIBLE_DEVICES= TRITON_INTERPRET=1 kda_recoverssm_glm.py REQUESTS WINDOW HEADS HEAD_DIM`.
+
+Both paths are vLLM 0.34.0's. The stored-states path (GLM's `fused_recurrent_kda` as its spec-decode branch calls
+it: bounded gate computed in the kernel, sigmoid beta, q/k l2-normalised in the kernel) writes the state after every
+draft position to its own block. RecoverSSM (`kda_recoverssm_verify`, then `KDARecoverSSMCommitContext.commit`)
+keeps the committed state, records each position's correction, key and gate, and folds the accepted ones in after
+sampling. Request b accepts (b mod WINDOW) + 1 positions. Prints JSON: per state dtype, the largest differences of
+the verify outputs and of each request's committed state, their scales, and the same commit with one position
+fewer folded in (a planted off-by-one).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import torch
+
+import vllm.models.glm5next.nvidia.ops.third_party.kda.fused_recurrent as glm_recurrent
+from vllm.models.glm5next.nvidia.ops.third_party.kda import fused_recurrent_kda
+from vllm.models.kimi_k3.nvidia.ops.recoverssm import (KDARecoverSSMCommitContext, KDARecoverSSMRecords,
+                                                       kda_recoverssm_verify)
+from vllm.triton_utils import tl
+
+# GLM's kernel calls flash-linear-attention's module-level alias of tl.exp, bound before the interpreter patches
+# tl; the same function reached through tl runs there.
+glm_recurrent.exp = lambda x: tl.exp(x)
+
+LOWER_BOUND = -5.0  # GLM-5.3-Flash's linear_attn_config.gate_lower_bound
+ACTIVATIONS = torch.bfloat16
+
+
+def _inputs(requests: int, window: int, heads: int, dim: int) -> dict:
+    tokens = requests * window
+    shape = (1, tokens, heads, dim)
+    return {"q": torch.randn(shape, dtype=ACTIVATIONS), "k": torch.randn(shape, dtype=ACTIVATIONS),
+            "v": torch.randn(shape, dtype=ACTIVATIONS), "g": torch.randn(shape, dtype=ACTIVATIONS),
+            "beta": torch.randn(1, tokens, heads, dtype=ACTIVATIONS),
+            "a_log": torch.rand(1, 1, heads, 1) * 2 - 1,  # GLM's parameter shape
+            "dt_bias": torch.randn(heads * dim) * 0.5,
+            "start": torch.randn(requests, heads, dim, dim) * 0.3,
+            "query_start": torch.arange(0, tokens + 1, window, dtype=torch.int32)}
+
+
+def _stored_states(x: dict, window: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """GLM's path: (outputs, states by block), block 1 + b * window + t holding request b's state after position t."""
+    requests = x["start"].shape[0]
+    blocks = torch.zeros(1 + requests * window, *x["start"].shape[1:], dtype=dtype)  # block 0 is the null block
+    blocks[1::window] = x["start"].to(dtype)
+    indices = 1 + torch.arange(requests * window, dtype=torch.int32).reshape(requests, window)
+    out, _ = fused_recurrent_kda(q=x["q"], k=x["k"], v=x["v"], g=x["g"], beta=x["beta"], initial_state=blocks,
+                                 use_qk_l2norm_in_kernel=True, cu_seqlens=x["query_start"], ssm_state_indices=indices,
+                                 num_accepted_tokens=torch.ones(requests, dtype=torch.int32), sigmoid_beta=True,
+                                 a_log=x["a_log"], g_bias=x["dt_bias"], compute_gate=True, lower_bound=LOWER_BOUND)
+    return out, blocks
+
+
+def _recover(x: dict, window: int, dtype: torch.dtype, accepted: torch.Tensor, planted: int):
+    """RecoverSSM's path: (verify outputs, committed states, committed states with `planted` added to accepted)."""
+    requests, heads, dim = x["start"].shape[:3]
+    checkpoints = torch.zeros(1 + requests, heads, dim, dim, dtype=dtype)
+    checkpoints[1:] = x["start"].to(dtype)
+    slots = torch.arange(1, requests + 1, dtype=torch.int32)
+    records = KDARecoverSSMRecords.allocate(requests, heads, window, dim, ACTIVATIONS, torch.device("cpu"))
+    a_log = x["a_log"].reshape(heads).contiguous()  # Kimi's layout of the same parameter
+    out = kda_recoverssm_verify(x["q"], x["k"], x["v"], x["g"], x["beta"], a_log, x["dt_bias"], LOWER_BOUND,
+                                checkpoints, records, x["query_start"], slots, window)
+    committed = []
+    for shift in (0, planted):
+        states = checkpoints.clone()
+        conv = torch.zeros(1 + requests, 3 * heads * dim, 3 + window - 1, dtype=ACTIVATIONS)  # q|k|v, width 4
+        layer = types.SimpleNamespace(kv_cache=(conv, states), recoverssm_records=records, A_log=a_log,
+                                      dt_bias=x["dt_bias"], local_num_heads=heads, head_dim=dim,
+                                      gate_lower_bound=LOWER_BOUND)
+        context = KDARecoverSSMCommitContext.create([layer], spec_query_len=window, max_num_reqs=requests)
+        context.commit((accepted + shift).to(torch.int32), slots, x["query_start"])
+        committed.append(states[1:])
+    return out, committed[0], committed[1]
+
+
+def compare(requests: int, window: int, heads: int, dim: int, dtype: torch.dtype) -> dict:
+    """Largest differences between the two paths, per request, with their scales."""
+    torch.manual_seed(0)
+    x = _inputs(requests, window, heads, dim)
+    accepted = torch.tensor([b % window + 1 for b in range(requests)], dtype=torch.int32)
+    stored_out, blocks = _stored_states(x, window, dtype)
+    out, committed, off_by_one = _recover(x, window, dtype, accepted, planted=-1)
+    expected = torch.stack([blocks[1 + b * window + int(accepted[b]) - 1] for b in range(requests)]).float()
+    return {"output_error": (out.float() - stored_out.float()).abs().max().item(),
+            "output_scale": stored_out.float().abs().max().item(),
+            "accepted": accepted.tolist(),
+            "state_error": (committed.float() - expected).abs().amax(dim=(1, 2, 3)).tolist(),
+            "state_scale": expected.abs().amax(dim=(1, 2, 3)).tolist(),
+            "planted_state_error": (off_by_one.float() - expected).abs().amax(dim=(1, 2, 3)).tolist()}
+
+
+if __name__ == "__main__":
+    requests, window, heads, dim = map(int, sys.argv[1:5])
+    print(json.dumps({str(dtype).removeprefix("torch."): compare(requests, window, heads, dim, dtype)
+                      for dtype in (torch.float32, torch.bfloat16)}))
