@@ -180,8 +180,6 @@ DEFECTS = {
         "the ROCm/XPU KimiLinearForCausalLM lacks SupportsEagle3",
     "test_eagle3_declarations.py::test_qwen2_audio_declares_supports_eagle3":
         "Qwen2AudioForConditionalGeneration lacks SupportsEagle3",
-    "test_eagle3_capture_deepseek_layer_zero.py::test_aux_layer_zero_is_the_embedding_output":
-        "TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType'",
 }
 
 
