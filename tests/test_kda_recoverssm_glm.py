@@ -3,8 +3,9 @@ kernel gives, on the CPU under Triton's interpreter (tests/scripts/kda_recoverss
 
 GLM's head dim (128), a k = 7 window, every accepted count 1..8 in one batch of 8 requests, fp32 and bf16 states,
 2 heads per rank (heads are independent programs of both kernels; GLM has 8 per rank at TP8, which only multiplies
-the interpreter's time). Prefix-cache checkpoints (the commit's align mode) and the conv-state compaction are not
-compared here.
+the interpreter's time). The short convolution is compared through the next window: GLM reads its history at the
+accepted offset, RecoverSSM moves it to the front at commit. Prefix-cache checkpoints (the commit's align mode) are
+not compared here.
 """
 
 from __future__ import annotations
@@ -55,3 +56,13 @@ def test_folding_one_position_too_few_is_caught(compared, dtype):
     result = compared[dtype]
     for error, scale in zip(result["planted_state_error"], result["state_scale"]):
         assert error > 100 * STATE_TOLERANCE[dtype](scale), result
+
+
+@pytest.mark.parametrize("dtype", sorted(STATE_TOLERANCE))
+def test_the_next_windows_convolution_reads_the_same_history(compared, dtype):
+    """Same values through the same kernel: exactly equal; a history moved one position short differs (a request
+    that accepted one token has nothing to move)."""
+    result = compared[dtype]
+    assert result["conv_error"] == [0.0] * len(result["accepted"]), result
+    moved = [error for error, accepted in zip(result["planted_conv_error"], result["accepted"]) if accepted > 1]
+    assert len(moved) == WINDOW - 1 and min(moved) > 0.01 * result["conv_scale"], result

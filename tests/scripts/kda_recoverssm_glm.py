@@ -7,7 +7,9 @@ draft position to its own block. RecoverSSM (`kda_recoverssm_verify`, then `KDAR
 keeps the committed state, records each position's correction, key and gate, and folds the accepted ones in after
 sampling. Request b accepts (b mod WINDOW) + 1 positions. Prints JSON: per state dtype, the largest differences of
 the verify outputs and of each request's committed state, their scales, and the same commit with one position
-fewer folded in (a planted off-by-one).
+fewer folded in (a planted off-by-one). The short convolution: after the window, GLM's path reads its conv history
+at the accepted offset (`causal_conv1d_update` with num_accepted_tokens), RecoverSSM's commit moves the history to
+the front and the next step reads it there; the next window's convolution outputs of both are compared.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import types
 import torch
 
 import vllm.models.glm5next.nvidia.ops.third_party.kda.fused_recurrent as glm_recurrent
+from vllm.model_executor.layers.mamba.mamba_utils import is_conv_state_dim_first
+from vllm.model_executor.layers.mamba.ops.causal_conv1d import causal_conv1d_update
 from vllm.models.glm5next.nvidia.ops.third_party.kda import fused_recurrent_kda
 from vllm.models.kimi_k3.nvidia.ops.recoverssm import (KDARecoverSSMCommitContext, KDARecoverSSMRecords,
                                                        kda_recoverssm_verify)
@@ -30,6 +34,20 @@ glm_recurrent.exp = lambda x: tl.exp(x)
 
 LOWER_BOUND = -5.0  # GLM-5.3-Flash's linear_attn_config.gate_lower_bound
 ACTIVATIONS = torch.bfloat16
+CONV_WIDTH = 4  # linear_attn_config.short_conv_kernel_size
+
+
+def _conv_view(conv: torch.Tensor) -> torch.Tensor:
+    """(blocks, dim, state_len), the view causal_conv1d_update takes, whatever the layout vLLM stores."""
+    return conv if is_conv_state_dim_first() else conv.transpose(-1, -2)
+
+
+def _conv_step(x: torch.Tensor, conv: torch.Tensor, weight: torch.Tensor, slots: torch.Tensor, accepted: torch.Tensor,
+               query_start: torch.Tensor, window: int) -> torch.Tensor:
+    """One window of the short convolution, as both paths call it (silu, q|k|v packed)."""
+    return causal_conv1d_update(x, _conv_view(conv), weight, None, activation="silu", conv_state_indices=slots,
+                                num_accepted_tokens=accepted, query_start_loc=query_start, max_query_len=window,
+                                out=torch.empty_like(x))
 
 
 def _inputs(requests: int, window: int, heads: int, dim: int) -> dict:
@@ -57,8 +75,9 @@ def _stored_states(x: dict, window: int, dtype: torch.dtype) -> tuple[torch.Tens
     return out, blocks
 
 
-def _recover(x: dict, window: int, dtype: torch.dtype, accepted: torch.Tensor, planted: int):
-    """RecoverSSM's path: (verify outputs, committed states, committed states with `planted` added to accepted)."""
+def _recover(x: dict, window: int, dtype: torch.dtype, accepted: torch.Tensor, planted: int, conv: torch.Tensor):
+    """RecoverSSM's path: (verify outputs, [committed states, conv states] as committed, and with `planted` added to
+    accepted); `conv` holds the window's conv states after the verify's convolution."""
     requests, heads, dim = x["start"].shape[:3]
     checkpoints = torch.zeros(1 + requests, heads, dim, dim, dtype=dtype)
     checkpoints[1:] = x["start"].to(dtype)
@@ -69,14 +88,13 @@ def _recover(x: dict, window: int, dtype: torch.dtype, accepted: torch.Tensor, p
                                 checkpoints, records, x["query_start"], slots, window)
     committed = []
     for shift in (0, planted):
-        states = checkpoints.clone()
-        conv = torch.zeros(1 + requests, 3 * heads * dim, 3 + window - 1, dtype=ACTIVATIONS)  # q|k|v, width 4
-        layer = types.SimpleNamespace(kv_cache=(conv, states), recoverssm_records=records, A_log=a_log,
+        states, conv_states = checkpoints.clone(), conv.clone()
+        layer = types.SimpleNamespace(kv_cache=(conv_states, states), recoverssm_records=records, A_log=a_log,
                                       dt_bias=x["dt_bias"], local_num_heads=heads, head_dim=dim,
                                       gate_lower_bound=LOWER_BOUND)
         context = KDARecoverSSMCommitContext.create([layer], spec_query_len=window, max_num_reqs=requests)
         context.commit((accepted + shift).to(torch.int32), slots, x["query_start"])
-        committed.append(states[1:])
+        committed.append((states[1:], conv_states))
     return out, committed[0], committed[1]
 
 
@@ -85,15 +103,35 @@ def compare(requests: int, window: int, heads: int, dim: int, dtype: torch.dtype
     torch.manual_seed(0)
     x = _inputs(requests, window, heads, dim)
     accepted = torch.tensor([b % window + 1 for b in range(requests)], dtype=torch.int32)
+    ones = torch.ones(requests, dtype=torch.int32)
+    slots = torch.arange(1, requests + 1, dtype=torch.int32)
+    # The window's convolution from a random history, then the next window's, both in GLM's packed q|k|v width.
+    conv_dim, tokens = 3 * heads * dim, requests * window
+    conv = torch.zeros(1 + requests, conv_dim, CONV_WIDTH - 1 + window - 1, dtype=ACTIVATIONS)
+    conv = conv if is_conv_state_dim_first() else conv.transpose(-1, -2).contiguous()
+    _conv_view(conv)[1:, :, :CONV_WIDTH - 1] = torch.randn(requests, conv_dim, CONV_WIDTH - 1, dtype=ACTIVATIONS)
+    weight = torch.randn(conv_dim, CONV_WIDTH, dtype=torch.float32) * 0.5
+    window_x, next_x = (torch.randn(tokens, conv_dim, dtype=ACTIVATIONS) for _ in range(2))
+    _conv_step(window_x, conv, weight, slots, ones, x["query_start"], window)
+
     stored_out, blocks = _stored_states(x, window, dtype)
-    out, committed, off_by_one = _recover(x, window, dtype, accepted, planted=-1)
+    out, (committed, conv_committed), (off_by_one, conv_off_by_one) = _recover(x, window, dtype, accepted, -1, conv)
     expected = torch.stack([blocks[1 + b * window + int(accepted[b]) - 1] for b in range(requests)]).float()
+    stored_next = _conv_step(next_x, conv.clone(), weight, slots, accepted, x["query_start"], window)
+
+    def next_window_error(recovered_conv: torch.Tensor) -> list[float]:
+        recovered = _conv_step(next_x, recovered_conv, weight, slots, ones, x["query_start"], window)
+        return (recovered.float() - stored_next.float()).abs().reshape(requests, -1).amax(dim=1).tolist()
+
     return {"output_error": (out.float() - stored_out.float()).abs().max().item(),
             "output_scale": stored_out.float().abs().max().item(),
             "accepted": accepted.tolist(),
             "state_error": (committed.float() - expected).abs().amax(dim=(1, 2, 3)).tolist(),
             "state_scale": expected.abs().amax(dim=(1, 2, 3)).tolist(),
-            "planted_state_error": (off_by_one.float() - expected).abs().amax(dim=(1, 2, 3)).tolist()}
+            "planted_state_error": (off_by_one.float() - expected).abs().amax(dim=(1, 2, 3)).tolist(),
+            "conv_error": next_window_error(conv_committed),
+            "conv_scale": stored_next.float().abs().max().item(),
+            "planted_conv_error": next_window_error(conv_off_by_one)}
 
 
 if __name__ == "__main__":
