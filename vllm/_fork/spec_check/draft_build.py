@@ -64,18 +64,21 @@ def on_meta(data_on_cpu: bool = False):
 
 
 @contextmanager
-def _kept_apart(compilation_config):
-    """The layers the draft registers (by name, for the forward context) are taken out again afterwards: the KV
-    plan builds target and draft once more in the same config."""
+def layers_forgotten(compilation_config, on_success: bool = True):
+    """The layers a build registers (by name, for the forward context) are taken out again afterwards, or only when
+    it raises (`on_success=False`): a name registered twice is refused."""
     context = getattr(compilation_config, "static_forward_context", {})
     moe = getattr(compilation_config, "static_all_moe_layers", [])
     names, moe_count = set(context), len(moe)
+    succeeded = False
     try:
         yield
+        succeeded = True
     finally:
-        for name in set(context) - names:
-            del context[name]
-        del moe[moe_count:]
+        if on_success or not succeeded:
+            for name in set(context) - names:
+                del context[name]
+            del moe[moe_count:]
 
 
 def _unknown_equal():
@@ -237,7 +240,7 @@ def build(vllm_config, speculator: str, listing: Listing | None) -> DraftBuild |
         holder.get_model = get_model
     result.tp = vllm_config.parallel_config.tensor_parallel_size
     try:
-        with one_rank(result.tp), backends.tolerant_impls(), _kept_apart(vllm_config.compilation_config), \
+        with one_rank(result.tp), backends.tolerant_impls(), layers_forgotten(vllm_config.compilation_config), \
                 _unknown_equal():
             result.model = getattr(module, function)(target, vllm_config)
         ours = {id(target.model.embed_tokens): "embed_tokens", id(target.lm_head): "lm_head"}

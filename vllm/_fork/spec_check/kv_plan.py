@@ -102,15 +102,14 @@ def _attention_layers(vllm_config) -> dict:
 
 def _build_on_meta(vllm_config) -> int:
     """Target and draft on the meta device; returns their weight bytes on this rank."""
-    context = vllm_config.compilation_config.static_forward_context
-    registered = set(context)
-    try:
-        return _build(vllm_config, data_on_cpu=False)
+    from vllm._fork.spec_check.draft_build import layers_forgotten
+
+    try:  # the layers built before a failure are forgotten, or the retry would register them twice
+        with layers_forgotten(vllm_config.compilation_config, on_success=False):
+            return _build(vllm_config, data_on_cpu=False)
     except NotImplementedError as exc:  # a constructor read numbers back from a tensor it made
         if "meta tensor" not in str(exc):
             raise
-        for name in set(context) - registered:  # the layers built before it stopped, or they would be duplicates
-            del context[name]
         return _build(vllm_config, data_on_cpu=True)
 
 
