@@ -1,4 +1,5 @@
-"""Parallelism rules the runner enforces only after loading: PP with aux capture, PCP/DCP, draft TP/EP."""
+"""Parallelism rules the runner enforces only after loading (PP with aux capture, PCP/DCP, draft TP/EP), and the
+one-node world size a GPU-less host cannot see."""
 
 from __future__ import annotations
 
