@@ -58,11 +58,10 @@ def test_folding_one_position_too_few_is_caught(compared, dtype):
         assert error > 100 * STATE_TOLERANCE[dtype](scale), result
 
 
-@pytest.mark.parametrize("dtype", sorted(STATE_TOLERANCE))
-def test_the_next_windows_convolution_reads_the_same_history(compared, dtype):
+def test_the_next_windows_convolution_reads_the_same_history(compared):
     """Same values through the same kernel: exactly equal; a history moved one position short differs (a request
-    that accepted one token has nothing to move)."""
-    result = compared[dtype]
+    that accepted one token has nothing to move). Run once: the conv state does not depend on the state dtype."""
+    result = compared["float32"]
     assert result["conv_error"] == [0.0] * len(result["accepted"]), result
     moved = [error for error, accepted in zip(result["planted_conv_error"], result["accepted"]) if accepted > 1]
     assert len(moved) == WINDOW - 1 and min(moved) > 0.01 * result["conv_scale"], result

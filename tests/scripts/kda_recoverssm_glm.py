@@ -98,8 +98,18 @@ def _recover(x: dict, window: int, dtype: torch.dtype, accepted: torch.Tensor, p
     return out, committed[0], committed[1]
 
 
-def compare(requests: int, window: int, heads: int, dim: int, dtype: torch.dtype) -> dict:
-    """Largest differences between the two paths, per request, with their scales."""
+def _conv_history(requests: int, window: int, conv_dim: int, random: bool) -> torch.Tensor:
+    """Conv states in the layout vLLM stores them, each request's history of CONV_WIDTH - 1 inputs random or zero."""
+    conv = torch.zeros(1 + requests, conv_dim, CONV_WIDTH - 1 + window - 1, dtype=ACTIVATIONS)
+    conv = conv if is_conv_state_dim_first() else conv.transpose(-1, -2).contiguous()
+    if random:
+        _conv_view(conv)[1:, :, :CONV_WIDTH - 1] = torch.randn(requests, conv_dim, CONV_WIDTH - 1, dtype=ACTIVATIONS)
+    return conv
+
+
+def compare(requests: int, window: int, heads: int, dim: int, dtype: torch.dtype, with_conv: bool) -> dict:
+    """Largest differences between the two paths, per request, with their scales; `with_conv`: also the next
+    window's convolution (the conv state does not depend on the recurrent state's dtype)."""
     torch.manual_seed(0)
     x = _inputs(requests, window, heads, dim)
     accepted = torch.tensor([b % window + 1 for b in range(requests)], dtype=torch.int32)
@@ -107,34 +117,36 @@ def compare(requests: int, window: int, heads: int, dim: int, dtype: torch.dtype
     slots = torch.arange(1, requests + 1, dtype=torch.int32)
     # The window's convolution from a random history, then the next window's, both in GLM's packed q|k|v width.
     conv_dim, tokens = 3 * heads * dim, requests * window
-    conv = torch.zeros(1 + requests, conv_dim, CONV_WIDTH - 1 + window - 1, dtype=ACTIVATIONS)
-    conv = conv if is_conv_state_dim_first() else conv.transpose(-1, -2).contiguous()
-    _conv_view(conv)[1:, :, :CONV_WIDTH - 1] = torch.randn(requests, conv_dim, CONV_WIDTH - 1, dtype=ACTIVATIONS)
-    weight = torch.randn(conv_dim, CONV_WIDTH, dtype=torch.float32) * 0.5
-    window_x, next_x = (torch.randn(tokens, conv_dim, dtype=ACTIVATIONS) for _ in range(2))
-    _conv_step(window_x, conv, weight, slots, ones, x["query_start"], window)
+    conv = _conv_history(requests, window, conv_dim, random=with_conv)
+    if with_conv:
+        weight = torch.randn(conv_dim, CONV_WIDTH, dtype=torch.float32) * 0.5
+        window_x, next_x = (torch.randn(tokens, conv_dim, dtype=ACTIVATIONS) for _ in range(2))
+        _conv_step(window_x, conv, weight, slots, ones, x["query_start"], window)
 
     stored_out, blocks = _stored_states(x, window, dtype)
     out, (committed, conv_committed), (off_by_one, conv_off_by_one) = _recover(x, window, dtype, accepted, -1, conv)
     expected = torch.stack([blocks[1 + b * window + int(accepted[b]) - 1] for b in range(requests)]).float()
+    result = {"output_error": (out.float() - stored_out.float()).abs().max().item(),
+              "output_scale": stored_out.float().abs().max().item(),
+              "accepted": accepted.tolist(),
+              "state_error": (committed.float() - expected).abs().amax(dim=(1, 2, 3)).tolist(),
+              "state_scale": expected.abs().amax(dim=(1, 2, 3)).tolist(),
+              "planted_state_error": (off_by_one.float() - expected).abs().amax(dim=(1, 2, 3)).tolist()}
+    if not with_conv:
+        return result
     stored_next = _conv_step(next_x, conv.clone(), weight, slots, accepted, x["query_start"], window)
 
     def next_window_error(recovered_conv: torch.Tensor) -> list[float]:
         recovered = _conv_step(next_x, recovered_conv, weight, slots, ones, x["query_start"], window)
         return (recovered.float() - stored_next.float()).abs().reshape(requests, -1).amax(dim=1).tolist()
 
-    return {"output_error": (out.float() - stored_out.float()).abs().max().item(),
-            "output_scale": stored_out.float().abs().max().item(),
-            "accepted": accepted.tolist(),
-            "state_error": (committed.float() - expected).abs().amax(dim=(1, 2, 3)).tolist(),
-            "state_scale": expected.abs().amax(dim=(1, 2, 3)).tolist(),
-            "planted_state_error": (off_by_one.float() - expected).abs().amax(dim=(1, 2, 3)).tolist(),
-            "conv_error": next_window_error(conv_committed),
-            "conv_scale": stored_next.float().abs().max().item(),
-            "planted_conv_error": next_window_error(conv_off_by_one)}
+    return result | {"conv_error": next_window_error(conv_committed),
+                     "conv_scale": stored_next.float().abs().max().item(),
+                     "planted_conv_error": next_window_error(conv_off_by_one)}
 
 
 if __name__ == "__main__":
     requests, window, heads, dim = map(int, sys.argv[1:5])
-    print(json.dumps({str(dtype).removeprefix("torch."): compare(requests, window, heads, dim, dtype)
+    print(json.dumps({str(dtype).removeprefix("torch."): compare(requests, window, heads, dim, dtype,
+                                                                 with_conv=dtype == torch.float32)
                       for dtype in (torch.float32, torch.bfloat16)}))
