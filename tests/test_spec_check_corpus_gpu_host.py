@@ -9,14 +9,13 @@ deployment that would start, whose full and MLA attention pages equal the ones t
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 import sm90_stub
+import spec_check_batch
 from test_spec_check_corpus import CASES, argv
 
 HARNESS = Path(__file__).parent / "scripts" / "spec_check_sm90.py"
@@ -32,18 +31,11 @@ def reports(tmp_path_factory) -> dict:
     work = tmp_path_factory.mktemp("gpu-host")
     sm90_stub.build_libcuda_stub(work)
 
-    def one(gpu: str) -> dict:
-        cases = {name: argv(case) + ["--json"] for name, case in GPU_HOST.items()
-                 if case.get("gpu", "h100") == gpu.lower()}
-        source, out = work / f"{gpu}.json", work / f"{gpu}.out.json"
-        source.write_text(json.dumps(cases))
-        done = subprocess.run([sys.executable, str(HARNESS), str(work / "libcuda.so.1"), gpu, str(source), str(out)],
-                              capture_output=True, text=True, timeout=900)
-        assert done.returncode == 0, done.stderr[-3000:]
-        return {name: (code, output) for name, (code, output, _) in json.loads(out.read_text()).items()}
+    def harness(gpu, source: Path, out: Path) -> list[str]:  # the stub's GPU name: "H100", "H200"
+        return [sys.executable, str(HARNESS), str(work / "libcuda.so.1"), gpu.name.split()[0], str(source), str(out)]
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return {name: result for part in pool.map(one, ("H100", "H200")) for name, result in part.items()}
+    ran = spec_check_batch.in_processes({name: argv(case) for name, case in GPU_HOST.items()}, work, harness)
+    return {name: (code, output) for name, (code, output, _, _) in ran.items()}
 
 
 @pytest.mark.parametrize("name", sorted(GPU_HOST))

@@ -28,31 +28,32 @@ def run_all(cases: dict[str, list[str]]) -> dict[str, list]:
     return results
 
 
-def in_processes(cases: dict[str, list[str]], tmp: Path) -> dict[str, tuple[int, str, str, float]]:
+def in_processes(cases: dict[str, list[str]], tmp: Path, launcher=None) -> dict[str, tuple[int, str, str, float]]:
     """Run `cases` ({name: argv}) with --json, one process per --gpu, two at a time (one per core):
-    {name: (exit code, stdout, that process's stderr, seconds)}."""
+    {name: (exit code, stdout, that process's stderr, seconds)}. `launcher(gpu, CASES.json, OUT.json)` gives the
+    command of one process (another harness, as spec_check_sm90.py); by default this script."""
     import subprocess
     from concurrent.futures import ThreadPoolExecutor
 
     from vllm._fork.spec_check.platform import requested_gpu
 
-    groups: dict[str, dict] = {}
+    groups: dict = {}
     for name, argv in cases.items():
-        groups.setdefault(requested_gpu(argv).name, {})[name] = list(argv) + ["--json"]
+        groups.setdefault(requested_gpu(argv), {})[name] = list(argv) + ["--json"]
+    launcher = launcher or (lambda gpu, source, target: [sys.executable, __file__, str(source), str(target)])
 
     def one(item):
-        index, group = item
+        index, (gpu, group) = item
         source, target = Path(tmp) / f"cases{index}.json", Path(tmp) / f"results{index}.json"
         source.write_text(json.dumps(group))
-        done = subprocess.run([sys.executable, __file__, str(source), str(target)], capture_output=True, text=True,
-                              timeout=1800)
+        done = subprocess.run(launcher(gpu, source, target), capture_output=True, text=True, timeout=1800)
         if done.returncode != 0:
             raise RuntimeError(f"batch process failed: {done.stderr[-3000:]}")
         return {name: (code, out, done.stderr, seconds)
                 for name, (code, out, seconds) in json.loads(target.read_text()).items()}
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return {k: v for part in pool.map(one, enumerate(groups.values())) for k, v in part.items()}
+        return {k: v for part in pool.map(one, enumerate(groups.items())) for k, v in part.items()}
 
 
 if __name__ == "__main__":
