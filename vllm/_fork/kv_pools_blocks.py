@@ -24,6 +24,11 @@ from vllm.v1.core.kv_cache_utils import KVCacheBlock
 logger = logging.getLogger(__name__)
 
 
+def slot_block_id(lent: int, slot: int, per_block: int) -> int:
+    """The carved pool's block id of slot `slot` of lent shared block `lent` (what the group's views address)."""
+    return lent * per_block + slot
+
+
 class SharedBlockPool(BlockPool):
     """The shared pool: blocks lent to carved pools whose slots are all free count as free, and come back."""
 
@@ -135,7 +140,7 @@ class SlabBlockPool(BlockPool):
         ids = []
         for block in blocks:
             lent = block.block_id
-            slots = [KVCacheBlock(lent * self.per_block + j, pool=self) for j in range(self.per_block)]
+            slots = [KVCacheBlock(slot_block_id(lent, j, self.per_block), pool=self) for j in range(self.per_block)]
             self.lent[lent], self.slots[lent] = block, slots
             self.live[lent], self.clean[lent] = 0, self.per_block
             self.idle.add(lent)

@@ -1,0 +1,118 @@
+"""KV pools' kernel comparison (vllm/_fork/kv_pools_selftest.py) on plans the fork's own carver cuts, one line each.
+
+Usage: python kv_pools_kernel_check.py [--device cuda|cpu] [--dtype float32|bfloat16] [--plant FAULT] [--only PLAN]
+On a GPU host with the fork wheel installed it runs vLLM's Triton kernels natively (docs/kv-pools.md); on the CPU
+under `CUDA_VISIBLE_DEVICES= TRITON_INTERPRET=1` (fp32: the interpreter's bf16 dot gives garbage). `--plant` puts one
+fault into the real code first, to show the comparison catches it. The last line is JSON: per plan, the findings.
+Exit 0 every carved group matched, 1 a finding, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+
+import torch
+
+from vllm._fork import kv_pools_blocks, kv_pools_selftest
+from vllm._fork.kv_pools_config import PooledKVCacheConfig
+from vllm._fork.kv_pools_plan import carve_kv_cache_config
+from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor,
+                                        SlidingWindowSpec)
+from vllm.v1.kv_cache_layout import KVCacheLayout
+
+BLOCK, HEAD = 16, 64
+BLOCKS = 64  # the plan's shared blocks (the self-test takes SHARED_BLOCKS of them)
+
+
+def _full(heads: int, dtype: torch.dtype, **extra) -> FullAttentionSpec:
+    return FullAttentionSpec(block_size=BLOCK, num_kv_heads=heads, head_size=HEAD, dtype=dtype, **extra)
+
+
+def _window(heads: int, dtype: torch.dtype, **extra) -> SlidingWindowSpec:
+    return SlidingWindowSpec(block_size=BLOCK, num_kv_heads=heads, head_size=HEAD, dtype=dtype, sliding_window=6,
+                             **extra)
+
+
+def layer_outermost(narrow, wide) -> KVCacheConfig:
+    """Two layers in regions of their own, the narrow one's pages padded to the wide one's (stock's plan)."""
+    page = wide.page_size_bytes
+    narrow = replace(narrow, page_size_padded=page)
+    tensors = [KVCacheTensor(size=BLOCKS * page, layers=[name], layer_stride=BLOCKS * page, block_stride=page)
+               for name in ("narrow", "wide")]
+    groups = [KVCacheGroupSpec(["narrow"], narrow), KVCacheGroupSpec(["wide"], wide)]
+    return KVCacheConfig(num_blocks=BLOCKS, kv_cache_tensors=tensors, kv_cache_groups=groups)
+
+
+def block_outermost(narrow, wide) -> KVCacheConfig:
+    """Both layers' pages side by side in every block (stride: their sum)."""
+    stride = narrow.page_size_bytes + wide.page_size_bytes
+    tensors = [KVCacheTensor(size=BLOCKS * stride, layers=["narrow"], layer_stride=narrow.page_size_bytes,
+                             block_stride=stride),
+               KVCacheTensor(size=BLOCKS * stride, layers=["wide"], layer_stride=wide.page_size_bytes,
+                             block_stride=stride, offset=narrow.page_size_bytes)]
+    groups = [KVCacheGroupSpec(["narrow"], narrow), KVCacheGroupSpec(["wide"], wide)]
+    return KVCacheConfig(num_blocks=BLOCKS, kv_cache_tensors=tensors, kv_cache_groups=groups)
+
+
+def plans(dtype: torch.dtype) -> dict:
+    """Name: (stock config, layout); the carver makes 2, 2 and 3 slots of the narrow group."""
+    return {"full-attention-layer-outermost": (layer_outermost(_full(2, dtype), _full(4, dtype)), KVCacheLayout.LBHNC),
+            "sliding-window-layer-outermost": (layer_outermost(_window(2, dtype), _full(4, dtype)),
+                                               KVCacheLayout.LBHNC),
+            "sliding-window-block-outermost": (block_outermost(_window(2, dtype), _full(4, dtype)),
+                                               KVCacheLayout.BLHNC)}
+
+
+def _plant_slot_offset() -> None:
+    """The carved views one slot further into each block than the design puts them."""
+    carve = carve_kv_cache_config
+
+    def shifted(config, layout):
+        carved = carve(config, layout)
+        tensors = [replace(t, offset=t.offset + t.block_stride) if t.block_stride < config.kv_cache_tensors[i]
+                   .block_stride else t for i, t in enumerate(carved.kv_cache_tensors)]
+        return replace(carved, kv_cache_tensors=tensors)
+
+    globals()["carve_kv_cache_config"] = shifted
+
+
+PLANTS = {
+    "slot-offset": _plant_slot_offset,
+    "block-base": lambda: setattr(kv_pools_blocks, "slot_block_id", lambda lent, slot, per_block:
+                                  (lent - 1) * per_block + slot),
+    "num-blocks": lambda: setattr(PooledKVCacheConfig, "num_blocks_of", KVCacheConfig.num_blocks_of),
+}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument("--plant", choices=sorted(PLANTS))
+    parser.add_argument("--only", help="one plan of plans() by name")
+    args = parser.parse_args(argv)
+    if args.plant:
+        PLANTS[args.plant]()
+    cases = plans(getattr(torch, args.dtype))
+    if args.only and args.only not in cases:
+        parser.error(f"--only {args.only}: no such plan; choose from {', '.join(cases)}")
+    results = {}
+    for name, (stock, layout) in cases.items():
+        if args.only and name != args.only:
+            continue
+        carved = carve_kv_cache_config(stock, layout)
+        findings = kv_pools_selftest.check_plan(stock, carved, layout, torch.device(args.device))
+        results[name] = {"slots": list(carved.slots_per_block), "findings": [f.line() for f in findings]}
+        verdict = "; ".join(results[name]["findings"]) or "carved slot = stock block, bitwise"
+        print(f"{name}: slots {results[name]['slots']}: {verdict}", flush=True)
+    print(json.dumps(results))
+    return 1 if any(r["findings"] for r in results.values()) else 0
+
+
+if __name__ == "__main__":
+    if not torch.cuda.is_available():  # the interpreter host has no device to ask; SM90's tile choice
+        torch.cuda.get_device_capability = lambda *args: (9, 0)
+    sys.exit(main(sys.argv[1:]))
