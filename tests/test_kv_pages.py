@@ -225,3 +225,36 @@ def test_opting_in_on_an_unproven_release_keeps_the_stock_pools_and_says_so_once
     assert warnings == [("VLLM_FORK_KV_POOLS=on: KV pools per page size were measured on vLLM 0.33.0's planner only "
                          "and are not ported to vLLM 0.34.0+fork; its stock KV pool is kept (docs/kv-pools.md)")]
     assert pack_draft_groups(groups, KVCacheLayout.BLHNC, prefix_caching=False) != groups
+
+
+@pytest.mark.parametrize(("backend", "per_kind", "carved"), [
+    (None, {}, True),
+    ("TRITON_ATTN", {}, True),
+    ("FLEX_ATTENTION", {}, False),
+    (None, {"sliding_window": "FLEX_ATTENTION"}, False),
+    ("FLASHINFER", {}, False),
+    ("CUSTOM", {}, False),
+])
+def test_a_forced_attention_backend_the_kernel_comparison_does_not_cover_keeps_the_stock_plan(
+        monkeypatch, caplog, backend, per_kind, carved):
+    """FLEX_ATTENTION sizes its block map by the shared block count, which a carved pool's ids overrun: forced (as a
+    whole or per KV kind), it and any backend outside CARVED_BACKENDS keep stock's plan, with one line saying why."""
+    import types
+
+    from vllm._fork import kv_pools_plan
+    from vllm.config.attention import AttentionConfig
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    attention = AttentionConfig(backend=backend and AttentionBackendEnum[backend],
+                                backend_per_kind={kind: AttentionBackendEnum[name] for kind, name in per_kind.items()})
+    monkeypatch.setattr(kv_pools_plan, "pools_ported", lambda: True)
+    monkeypatch.setattr(kv_pools_plan, "packing_disabled", lambda: False)
+    # Only the backend rule is asked here: every later rule answers "may carve".
+    monkeypatch.setattr(kv_pools_plan, "_fine_grained_hits", lambda *args: False)
+    monkeypatch.setattr(kv_pools_plan, "_cpu_zeroes_slots_by_shared_id", lambda *args: False)
+    parallel = types.SimpleNamespace(pipeline_parallel_size=1, decode_context_parallel_size=1)
+    config = types.SimpleNamespace(attention_config=attention, kv_transfer_config=None, parallel_config=parallel)
+    with caplog.at_level(logging.INFO, logger=kv_pools_plan.__name__):
+        assert kv_pools_plan.pools_apply(config, [_group({"t0": target()})]) is carved
+    said = [r.getMessage() for r in caplog.records if "not one whose kernels were compared" in r.getMessage()]
+    assert len(said) == (0 if carved else 1)

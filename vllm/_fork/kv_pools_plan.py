@@ -9,9 +9,9 @@ the load changes and no fixed split is ever made. Block sizes stay as they are: 
 granularity. The backing allocation, its size and the number of shared blocks stay as stock plans them.
 
 Only plain full, sliding-window, circular-buffer and Mamba specs are carved (exact types; MLA indexes whole token
-rows, and a spec with a kernel-block alignment has its views remapped by its backend). Never with a KV connector,
-HiSparse, context or pipeline parallelism, or prefix hits finer than a block (their copy-on-write copies name
-blocks of one pool to every layer), nor on a vLLM release the pools were not proven on (kv_pages.PROVEN_RELEASES).
+rows, and a spec with a kernel-block alignment has its views remapped by its backend). Never with a forced attention
+backend outside CARVED_BACKENDS, a KV connector, HiSparse, context or pipeline parallelism, or prefix hits finer
+than a block (their copy-on-write copies name blocks of one pool to every layer), nor on a vLLM release the pools were not proven on (kv_pages.PROVEN_RELEASES).
 VLLM_FORK_DISABLE_KV_PACKING=1 plans exactly as stock vLLM.
 """
 
@@ -59,9 +59,26 @@ def carvable(spec: Any) -> bool:
     return getattr(spec, "block_stride_alignment", None) is None and spec.has_layer_views
 
 
+# Attention backends whose kernels address a carved group's views by their strides and block ids (the kernel
+# comparison of kv_pools_selftest.py and the CPU engine tests). A forced other one keeps the stock plan: FLEX_ATTENTION
+# sizes its block map by the shared block count, which a carved pool's ids (count x k) overrun.
+CARVED_BACKENDS = frozenset({"FLASH_ATTN", "TRITON_ATTN", "CPU_ATTN"})
+
+
+def forced_backends(vllm_config: Any) -> set[str]:
+    """The attention backends the user forced (--attention-backend and its per-kind overrides), by name."""
+    attention = getattr(vllm_config, "attention_config", None)
+    forced = [getattr(attention, "backend", None), *(getattr(attention, "backend_per_kind", None) or {}).values()]
+    return {getattr(backend, "name", str(backend)) for backend in forced if backend is not None}
+
+
 def pools_apply(vllm_config: Any, groups: list) -> bool:
     """Whether this deployment may carve pools at all (the reasons it may not are in the module docstring)."""
     if packing_disabled() or not groups or not pools_ported():
+        return False
+    if uncovered := sorted(forced_backends(vllm_config) - CARVED_BACKENDS):
+        logger.info("KV pools not carved: the %s attention backend is not one whose kernels were compared on "
+                    "carved slots (%s)", ", ".join(uncovered), ", ".join(sorted(CARVED_BACKENDS)))
         return False
     parallel = vllm_config.parallel_config
     if vllm_config.kv_transfer_config is not None:
