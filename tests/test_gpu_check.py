@@ -191,7 +191,7 @@ def test_check_shares_base_runs_runs_the_ab_runs_and_reports_after_each_scenario
 
     started, reports = [], []
 
-    def fake_pool(jobs, parallel, cache, done, timeout=0):
+    def fake_pool(jobs, parallel, cache, done, solo_first=False, deadline=None):
         for job in jobs:
             started.append((job.name, job.request.get("env", {}), job.request["engine"].get("enable_prefix_caching")))
             job.result = _canned(job)
@@ -206,14 +206,14 @@ def test_check_shares_base_runs_runs_the_ab_runs_and_reports_after_each_scenario
     code = gpu_check.main([arg for n in names for arg in ("--only", n)] + ["--out", str(tmp_path)])
     assert code == 0, (tmp_path / "table.txt").read_text()
     off = {"VLLM_FORK_DISABLE_KV_PACKING": "1"}
-    assert started == [  # constructed engines first; the mtp scenarios share one base run
+    assert started == [  # the warm-up (the mtp scenarios' shared base run), constructed engines, the rest
+        ("base-glm5_text-auto-short", {}, None),
         ("constructed-eagle3-spec", {}, False), ("constructed-eagle3-prefix-cache-prefix-off", {}, False),
         ("constructed-eagle3-prefix-cache-prefix-on", {}, True), ("constructed-mtp-spec", {}, False),
-        ("constructed-dflash2-spec", {}, False),
-        ("base-glm5_text-auto-short", {}, None), ("glm5-text-mtp1-spec", {}, None), ("glm5-text-mtp3-spec", {}, None),
+        ("constructed-dflash2-spec", {}, False), ("glm5-text-mtp1-spec", {}, None), ("glm5-text-mtp3-spec", {}, None),
         ("base-glm5_text-auto-long", {}, False), ("glm5-text-dflash2-packed-spec", {}, False),
         ("glm5-text-dflash2-packed-packing-off", off, False)]
-    assert [len(r) for r in reports] == [1, 1, 2, 3, 4, 4, 5, 6, 6, 6, 7]  # written as each scenario completes
+    assert [len(r) for r in reports] == [0, 1, 1, 2, 3, 4, 5, 6, 6, 6, 7]  # written as each scenario completes
     report = json.loads((tmp_path / "report.json").read_text())
     assert len(report["engines"]) == len(started) and report["budget_seconds"] == 600
     assert "constructed-eagle3-prefix-cache" in (tmp_path / "table.txt").read_text()
@@ -238,7 +238,7 @@ def test_a_silent_drafter_fails_its_scenario(monkeypatch, tmp_path):
     import gpu_check
     import gpu_pool
 
-    def fake_pool(jobs, parallel, cache, done, timeout=0):
+    def fake_pool(jobs, parallel, cache, done, solo_first=False, deadline=None):
         for job in jobs:
             job.result = _canned(job) | ({"drafts": 0} if job.name.endswith("-spec") else {})
             done(job)
@@ -254,7 +254,7 @@ def test_a_failed_engine_keeps_its_traceback_and_versions(monkeypatch, tmp_path)
     import gpu_check
     import gpu_pool
 
-    def fake_pool(jobs, parallel, cache, done, timeout=0):
+    def fake_pool(jobs, parallel, cache, done, solo_first=False, deadline=None):
         for job in jobs:
             job.result = {"ok": False, "error": "RuntimeError: boom", "traceback": "Traceback ... boom",
                           "versions": {"vllm": "0.33.0+fork"}}

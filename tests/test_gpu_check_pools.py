@@ -91,7 +91,7 @@ def _check(monkeypatch, tmp_path, off_result) -> tuple[int, list, dict]:
 
     started = []
 
-    def fake_pool(jobs, parallel, cache, done, timeout=0):
+    def fake_pool(jobs, parallel, cache, done, solo_first=False, deadline=None):
         for job in jobs:
             request = job.request
             started.append((job.name, request.get("env", {}), [len(p) for p in request["prompts"]],

@@ -80,7 +80,7 @@ def test_the_speculator_the_runner_would_build(dry_run):
     _, report, _ = dry_run
     assert report["glm5-text-mtp1"]["speculator"] == "MTPSpeculator"
     assert report["glm5-text-mtp3"]["speculator"] == "MultiModuleMTPSpeculator"
-    assert report["glm5-mm-dflash2-packed"]["speculator"] == "DFlash2Speculator"
+    assert report["glm5-mm-dflash2-prefix-cache"]["speculator"] == "DFlash2Speculator"
     assert report["qwen3next-dflash"]["speculator"] == "DFlashSpeculator"
     assert report["kimik3-text-dspark"]["speculator"] == "DSparkSpeculator"
     assert report["glm4-eagle3"]["speculator"] == "EagleSpeculator"

@@ -1,6 +1,8 @@
 """`make gpu-check`: the fork's GPU acceptance run on one H100/H200 (TP1), every scenario of gpu_scenarios.py.
 
-Usage: python gpu_check.py [--only NAME ...] [--out DIR] [--parallel N]
+Usage: python gpu_check.py [--only NAME ...] [--out DIR] [--parallel N] [--plan]
+The engine plan (gpu_plan.py: order, limits, the estimate against the 10-minute budget) is printed first; `--plan`
+stops there. The GLM text base runs first and alone (the warm-up that compiles into the shared caches).
 Engines (gpu_engine.py, one process each, up to N at once, sharing compile and JIT caches): per random-weights
 scenario the target without speculation (greedy, top-5 logprobs, fp32 lm_head; shared by scenarios with the same
 target, KV dtype and prompts), the speculative engine, and for packed scenarios the same with
@@ -25,6 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import gpu_constructed  # noqa: E402
+import gpu_plan  # noqa: E402
 import gpu_pool  # noqa: E402
 import gpu_scenarios  # noqa: E402
 import gpu_verdicts as v  # noqa: E402
@@ -33,7 +36,6 @@ from gpu_engine import HIGH, LOW  # noqa: E402  (the prompt ids the checkpoints'
 from vllm._fork.kv_pages import DISABLE_ENV, pools_proven  # noqa: E402
 from vllm._fork.vocabulary import Exit  # noqa: E402
 
-BUDGET_SECONDS = 600
 BACKEND_LINE = re.compile(r"Using (\S+) attention backend")
 OFF = {DISABLE_ENV: "1"}
 # Constructed prompts: 8 requests, several draft blocks each. The prefix scenario sends a 512-token prefix first,
@@ -185,10 +187,10 @@ def table(report: dict) -> str:
 
 def write(out: Path, report: dict, budget: list, started: float) -> str:
     wall = round(time.time() - started, 1)
-    (out / "report.json").write_text(json.dumps({"wall_seconds": wall, "budget_seconds": BUDGET_SECONDS,
+    (out / "report.json").write_text(json.dumps({"wall_seconds": wall, "budget_seconds": gpu_plan.BUDGET_SECONDS,
                                                  "engines": budget, "scenarios": report}, indent=1, default=str))
     text = table(report) + f"\n{sum(r['ok'] for r in report.values())}/{len(report)} scenarios ok, {wall} s of " \
-                           f"the {BUDGET_SECONDS} s budget\n"
+                           f"the {gpu_plan.BUDGET_SECONDS} s budget\n"
     (out / "table.txt").write_text(text)
     return text
 
@@ -198,6 +200,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--only", action="append", default=[], help="scenario name (repeatable)")
     ap.add_argument("--out", type=Path, default=Path("build/gpu-check"))
     ap.add_argument("--parallel", type=int, default=gpu_scenarios.PARALLEL, help="engines at once on the GPU")
+    ap.add_argument("--plan", action="store_true", help="print the engine plan and its time estimate, run nothing")
     args = ap.parse_args(argv)
     # KV pools are opt-in (vllm/_fork/kv_pages.py); this check proves them, so its engines opt in (the A/B's
     # stock arm sets VLLM_FORK_DISABLE_KV_PACKING=1, which wins).
@@ -208,19 +211,21 @@ def main(argv: list[str]) -> int:
               f"{', '.join(s.name for s in gpu_scenarios.SCENARIOS)}", file=sys.stderr)
         return Exit.BAD_INPUT
     chosen = [s for s in gpu_scenarios.SCENARIOS if not args.only or s.name in args.only]
-    args.out.mkdir(parents=True, exist_ok=True)
     started, report, budget = time.time(), {}, []
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
-        work, shared = gpu_scenarios.write(Path(scratch)), {}
+        work, shared = Path(scratch), {}
         needs = {s.name: jobs_for(s, work, args.out / "logs", shared) for s in chosen}
-        # Constructed engines first (tiny, the sharpest answer); then the others in scenario order.
-        order = sorted(chosen, key=lambda s: not s.constructed)
-        jobs = list(dict.fromkeys(j for s in order for j in needs[s.name].values()))
+        jobs = gpu_plan.plan(list(dict.fromkeys(j for roles in needs.values() for j in roles.values())))
+        print("\n".join(gpu_plan.lines(needs, jobs, args.parallel)), flush=True)
+        if args.plan:
+            return Exit.OK
+        args.out.mkdir(parents=True, exist_ok=True)
+        gpu_scenarios.write(work)
 
         def done(job):
             r = job.result
             budget.append({"engine": job.name, "wall": r.get("process_seconds"), "startup": r.get("startup_seconds"),
-                           "generate": r.get("generate_seconds")})
+                           "generate": r.get("generate_seconds"), "estimate": job.estimate, "limit": job.timeout})
             print(f"engine {job.name}: {r.get('process_seconds')} s (startup {r.get('startup_seconds')} s, "
                   f"generate {r.get('generate_seconds')} s){'' if r.get('ok') else ' FAILED'}", flush=True)
             for s in chosen:
@@ -235,7 +240,8 @@ def main(argv: list[str]) -> int:
                     print(f"scenario {s.name}: {'ok' if report[s.name]['ok'] else 'FAILED'}", flush=True)
                     write(args.out, report, budget, started)
 
-        gpu_pool.run(jobs, args.parallel, args.out / "cache", done)
+        gpu_pool.run(jobs, args.parallel, args.out / "cache", done, solo_first=gpu_plan.kind(jobs[0]) == "warmup",
+                     deadline=started + gpu_plan.BUDGET_SECONDS)
     text = write(args.out, report, budget, started)
     print(text)
     return Exit.OK if all(r["ok"] for r in report.values()) else Exit.FINDINGS

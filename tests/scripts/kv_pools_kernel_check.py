@@ -15,13 +15,18 @@ import sys
 from dataclasses import replace
 
 import torch
+from vllm.v1.kv_cache_interface import (
+    FullAttentionSpec,
+    KVCacheConfig,
+    KVCacheGroupSpec,
+    KVCacheTensor,
+    SlidingWindowSpec,
+)
+from vllm.v1.kv_cache_layout import KVCacheLayout
 
 from vllm._fork import kv_pools_blocks, kv_pools_selftest
 from vllm._fork.kv_pools_config import PooledKVCacheConfig
 from vllm._fork.kv_pools_plan import carve_kv_cache_config
-from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor,
-                                        SlidingWindowSpec)
-from vllm.v1.kv_cache_layout import KVCacheLayout
 
 BLOCK, HEAD = 16, 64
 BLOCKS = 64  # the plan's shared blocks (the self-test takes SHARED_BLOCKS of them)

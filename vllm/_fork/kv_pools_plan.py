@@ -59,9 +59,10 @@ def carvable(spec: Any) -> bool:
     return getattr(spec, "block_stride_alignment", None) is None and spec.has_layer_views
 
 
-# Attention backends whose kernels address a carved group's views by their strides and block ids (the kernel
-# comparison of kv_pools_selftest.py and the CPU engine tests). A forced other one keeps the stock plan: FLEX_ATTENTION
-# sizes its block map by the shared block count, which a carved pool's ids (count x k) overrun.
+# Attention backends whose kernels address a carved group's views by their strides and block ids: TRITON_ATTN's are
+# compared on carved slots by kv_pools_selftest.py, CPU_ATTN's by the CPU engine tests, FLASH_ATTN's (H100's default)
+# only by gpu-check's pools A/B, which no GPU has run. A forced other one keeps the stock plan: FLEX_ATTENTION sizes its
+# block map by the shared block count, which a carved pool's ids (count x k) overrun.
 CARVED_BACKENDS = frozenset({"FLASH_ATTN", "TRITON_ATTN", "CPU_ATTN"})
 
 
