@@ -85,8 +85,10 @@ CASES = [
 ]
 # The same pair on a pool of 20 blocks of the widest page (one full-length request fits the stock plan), with the
 # fork's pools on and off (stock 0.32.0's plan): the carved plan holds more requests at once, tokens stay the same.
+# Once more with a misread planted into the carver (tests/scripts/kv_pools_plants.py): the A/B must see it.
 POOLS = next(case for case in CASES if case.name == "glm4-dflash-wide-window")
-POOL_RUNS = {"kv-pools-on": {}, "kv-pools-off": {"VLLM_FORK_DISABLE_KV_PACKING": "1"}}
+POOL_RUNS = {"kv-pools-on": ({}, None), "kv-pools-off": ({"VLLM_FORK_DISABLE_KV_PACKING": "1"}, None),
+             "kv-pools-misread": ({}, "overlapping-pages")}
 TARGETS = sorted({case.target for case in CASES})
 NOSPEC = "nospec"  # the reference run of each target, without speculation
 
@@ -110,8 +112,9 @@ def _runs(cpu_python: Path, models: Path, tree: Path | None, runs: dict[str, tup
     work = models.parent / f"runs-{side}"
     work.mkdir(exist_ok=True)
     specs = [{"out": str(work / f"{name}.json"), "log": str(work / f"{name}.log"), "model": str(models / target),
-              "speculative": run_llm.speculative_config(speculative, models), "extra": extra, "env": env[0] if env
-              else {}} for name, (target, speculative, extra, *env) in runs.items()]
+              "speculative": run_llm.speculative_config(speculative, models), "extra": extra,
+              "env": more[0] if more else {}, "plant": more[1] if len(more) > 1 else None}
+             for name, (target, speculative, extra, *more) in runs.items()]
     (work / "runs.json").write_text(json.dumps(specs))
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
@@ -139,7 +142,7 @@ def fork_runs(cpu_python, models, fork_tree) -> dict:
     import tiny_models  # torch at import: only where the pool is sized
 
     pool = {"kv_cache_memory_bytes": 20 * tiny_models.WIDE_BLOCK_BYTES}
-    runs |= {name: (POOLS.target, POOLS.speculative, pool, env) for name, env in POOL_RUNS.items()}
+    runs |= {name: (POOLS.target, POOLS.speculative, pool, env, plant) for name, (env, plant) in POOL_RUNS.items()}
     return _runs(cpu_python, models, fork_tree, runs)
 
 
@@ -229,6 +232,16 @@ def test_kv_pools_serve_the_stock_plans_tokens(fork_runs, reference):
     assert on["tokens"] == off["tokens"] == reference[POOLS.target]
     assert "KV pools per page size: KV groups" in on["log"] and "KV pools per page size" not in off["log"]
     assert on["kv_cache_tokens"] > 1.5 * off["kv_cache_tokens"]
+
+
+def test_the_kv_pools_ab_sees_a_misread_slot(fork_runs, reference):
+    """The carved views at half their stride (each slot's page overlapping the next's): the engine serves without an
+    error, and the tokens differ from the stock plan's, so the on/off comparison above would fail. The target's next
+    token depends on the KV it reads (its random weights are wide: tiny_models.py's initializer_range)."""
+    misread = fork_runs["kv-pools-misread"]
+    assert misread["ok"], f"{misread['error']}\n{misread['log'][-3000:]}"
+    assert "KV pools per page size: KV groups" in misread["log"]
+    assert misread["tokens"] != fork_runs["kv-pools-off"]["tokens"] == reference[POOLS.target]
 
 
 def test_spec_check_names_the_release_that_introduced_an_architecture(cpu_python, fork_tree, tmp_path):

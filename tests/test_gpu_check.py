@@ -334,3 +334,23 @@ def test_where_the_pools_are_not_ported_the_ab_checks_that_opting_in_keeps_stock
     assert gpu_check.pools_gated_verdict(dict(on, log_text=""), off) == \
         [f"pools on: no log line '... {gpu_check.GATED_LOG} ...'"]
     assert gpu_check.pools_gated_verdict(dict(on, prefix_cache_hits=0), off)
+
+
+def test_the_kv_pools_kernel_comparison_is_a_scenario_of_its_own(monkeypatch):
+    """kv_pools_kernel_check.py as gpu-check runs it, here on the CPU under Triton's interpreter: one line per plan."""
+    import gpu_check
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    result = gpu_check.kernel_check(device="cpu", dtype="float32")
+    assert result["ok"], result["problems"]
+    assert len(result["lines"]) == 3 and all("carved slot = stock block, bitwise" in line for line in result["lines"])
+
+
+def test_a_kernel_comparison_that_cannot_run_fails_its_scenario_with_the_reason(tmp_path, capsys):
+    """On a host without CUDA (this one) the bf16 comparison cannot start: a failed scenario saying why, exit 1."""
+    import gpu_check
+
+    assert gpu_check.main(["--only", gpu_check.KERNELS, "--out", str(tmp_path)]) == 1
+    report = json.loads((tmp_path / "report.json").read_text())["scenarios"][gpu_check.KERNELS]
+    assert report["ok"] is False and report["problems"][0].startswith("kv_pools_kernel_check.py exited ")

@@ -1,6 +1,6 @@
 """KV pools' kernel comparison (vllm/_fork/kv_pools_selftest.py) on the CPU under Triton's interpreter: vLLM's own
 write and attention kernels find a carved slot equal to the stock block on the plans the fork's carver cuts, and a
-fault planted into the real carver, block pool or pooled config is caught with a line naming the group and kernel.
+fault planted into the real carver, block pool or pooled config (tests/scripts/kv_pools_plants.py) is caught with a line naming the group and kernel.
 
 Run through tests/scripts/kv_pools_kernel_check.py, the script a GPU host runs natively (fp32 here: the interpreter's
 bf16 dot gives garbage).
@@ -37,6 +37,7 @@ def test_a_correct_carve_reads_and_writes_like_the_stock_block():
 
 @pytest.mark.parametrize(("plant", "kernel", "detail"), [
     ("slot-offset", "triton_reshape_and_cache_flash", "bytes differ"),
+    ("overlapping-pages", "triton_reshape_and_cache_flash", "bytes differ"),
     ("block-base", "triton_reshape_and_cache_flash", "bytes differ"),
     ("num-blocks", "views", "the carved views address 4 blocks; the pool hands out ids up to 11"),
 ])

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -49,6 +50,8 @@ POOLS_PREFIX, POOLS_SUFFIXES = 2560, [100, 300, 500, 700, 900, 1100, 1300]
 
 # Logged once by an engine that opts in on a vLLM release the pools are not ported to (vllm/_fork/kv_pages.py).
 GATED_LOG = "KV pools per page size were measured on vLLM 0.33.0's planner only and are not ported"
+# The KV pools' kernel comparison (vllm/_fork/kv_pools_selftest.py) on this GPU: run first, before any engine.
+KERNELS = "kv-pools-kernels"
 
 
 def pools_gated_problems(on: dict, off: dict) -> list[str]:
@@ -79,6 +82,22 @@ def pools_gated_verdict(on: dict, off: dict) -> list[str]:
         problems.append(f"prefix-cache hits {on.get('prefix_cache_hits')} of {on.get('prefix_cache_queries')} with "
                         f"pools opted in, {off.get('prefix_cache_hits')} of {off.get('prefix_cache_queries')} without")
     return problems
+
+
+def kernel_check(device: str = "cuda", dtype: str = "bfloat16", timeout: float = 180) -> dict:
+    """The KV pools' kernel comparison on this GPU (kv_pools_kernel_check.py), a scenario of its own."""
+    started = time.time()
+    try:
+        done = subprocess.run([sys.executable, str(HERE / "kv_pools_kernel_check.py"), "--device", device, "--dtype",
+                               dtype], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "problems": [f"kv_pools_kernel_check.py still running after {timeout:.0f} s"]}
+    lines = done.stdout.splitlines()[:-1]
+    if done.returncode not in (Exit.OK, Exit.FINDINGS):
+        problems = [f"kv_pools_kernel_check.py exited {done.returncode}: {' | '.join(done.stderr.splitlines()[-3:])}"]
+    else:
+        problems = [line for line in lines if "bitwise" not in line]
+    return {"ok": not problems, "problems": problems, "lines": lines, "seconds": round(time.time() - started, 1)}
 
 
 def request_prompts(kind: str) -> dict:
@@ -205,13 +224,16 @@ def main(argv: list[str]) -> int:
     # KV pools are opt-in (vllm/_fork/kv_pages.py); this check proves them, so its engines opt in (the A/B's
     # stock arm sets VLLM_FORK_DISABLE_KV_PACKING=1, which wins).
     os.environ.setdefault("VLLM_FORK_KV_POOLS", "on")
-    unknown = [n for n in args.only if n not in {s.name for s in gpu_scenarios.SCENARIOS}]
+    known = [s.name for s in gpu_scenarios.SCENARIOS] + [KERNELS]
+    unknown = [n for n in args.only if n not in known]
     if unknown:
-        print(f"gpu-check: unknown scenario {unknown[0]}; known: "
-              f"{', '.join(s.name for s in gpu_scenarios.SCENARIOS)}", file=sys.stderr)
+        print(f"gpu-check: unknown scenario {unknown[0]}; known: {', '.join(known)}", file=sys.stderr)
         return Exit.BAD_INPUT
     chosen = [s for s in gpu_scenarios.SCENARIOS if not args.only or s.name in args.only]
     started, report, budget = time.time(), {}, []
+    if not args.plan and (not args.only or KERNELS in args.only):
+        report[KERNELS] = kernel_check()
+        print("\n".join(report[KERNELS].get("lines", report[KERNELS]["problems"])), flush=True)
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
         work, shared = Path(scratch), {}
         needs = {s.name: jobs_for(s, work, args.out / "logs", shared) for s in chosen}
@@ -220,7 +242,9 @@ def main(argv: list[str]) -> int:
         if args.plan:
             return Exit.OK
         args.out.mkdir(parents=True, exist_ok=True)
-        gpu_scenarios.write(work)
+        write(args.out, report, budget, started)
+        if jobs:
+            gpu_scenarios.write(work)
 
         def done(job):
             r = job.result
@@ -240,7 +264,8 @@ def main(argv: list[str]) -> int:
                     print(f"scenario {s.name}: {'ok' if report[s.name]['ok'] else 'FAILED'}", flush=True)
                     write(args.out, report, budget, started)
 
-        gpu_pool.run(jobs, args.parallel, args.out / "cache", done, solo_first=gpu_plan.kind(jobs[0]) == "warmup",
+        gpu_pool.run(jobs, args.parallel, args.out / "cache", done,
+                     solo_first=bool(jobs) and gpu_plan.kind(jobs[0]) == "warmup",
                      deadline=started + gpu_plan.BUDGET_SECONDS)
     text = write(args.out, report, budget, started)
     print(text)

@@ -10,23 +10,18 @@ Exit 0 every carved group matched, 1 a finding, 2 bad input.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from dataclasses import replace
 
 import torch
-from vllm.v1.kv_cache_interface import (
-    FullAttentionSpec,
-    KVCacheConfig,
-    KVCacheGroupSpec,
-    KVCacheTensor,
-    SlidingWindowSpec,
-)
-from vllm.v1.kv_cache_layout import KVCacheLayout
+from kv_pools_plants import PLANTS
 
-from vllm._fork import kv_pools_blocks, kv_pools_selftest
-from vllm._fork.kv_pools_config import PooledKVCacheConfig
-from vllm._fork.kv_pools_plan import carve_kv_cache_config
+from vllm._fork import kv_pools_plan, kv_pools_selftest
+from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor,
+                                        SlidingWindowSpec)
+from vllm.v1.kv_cache_layout import KVCacheLayout
 
 BLOCK, HEAD = 16, 64
 BLOCKS = 64  # the plan's shared blocks (the self-test takes SHARED_BLOCKS of them)
@@ -71,27 +66,6 @@ def plans(dtype: torch.dtype) -> dict:
                                                KVCacheLayout.BLHNC)}
 
 
-def _plant_slot_offset() -> None:
-    """The carved views one slot further into each block than the design puts them."""
-    carve = carve_kv_cache_config
-
-    def shifted(config, layout):
-        carved = carve(config, layout)
-        tensors = [replace(t, offset=t.offset + t.block_stride) if t.block_stride < config.kv_cache_tensors[i]
-                   .block_stride else t for i, t in enumerate(carved.kv_cache_tensors)]
-        return replace(carved, kv_cache_tensors=tensors)
-
-    globals()["carve_kv_cache_config"] = shifted
-
-
-PLANTS = {
-    "slot-offset": _plant_slot_offset,
-    "block-base": lambda: setattr(kv_pools_blocks, "slot_block_id", lambda lent, slot, per_block:
-                                  (lent - 1) * per_block + slot),
-    "num-blocks": lambda: setattr(PooledKVCacheConfig, "num_blocks_of", KVCacheConfig.num_blocks_of),
-}
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -99,8 +73,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--plant", choices=sorted(PLANTS))
     parser.add_argument("--only", help="one plan of plans() by name")
     args = parser.parse_args(argv)
-    if args.plant:
-        PLANTS[args.plant]()
+    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device {args.device}: torch sees no CUDA device here; on a CPU run with --device cpu under "
+                     "CUDA_VISIBLE_DEVICES= TRITON_INTERPRET=1")
+    with PLANTS[args.plant]() if args.plant else contextlib.nullcontext():
+        return _check(args, parser)
+
+
+def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     cases = plans(getattr(torch, args.dtype))
     if args.only and args.only not in cases:
         parser.error(f"--only {args.only}: no such plan; choose from {', '.join(cases)}")
@@ -108,7 +88,7 @@ def main(argv: list[str]) -> int:
     for name, (stock, layout) in cases.items():
         if args.only and name != args.only:
             continue
-        carved = carve_kv_cache_config(stock, layout)
+        carved = kv_pools_plan.carve_kv_cache_config(stock, layout)
         findings = kv_pools_selftest.check_plan(stock, carved, layout, torch.device(args.device))
         results[name] = {"slots": list(carved.slots_per_block), "findings": [f.line() for f in findings]}
         verdict = "; ".join(results[name]["findings"]) or "carved slot = stock block, bitwise"

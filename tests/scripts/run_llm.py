@@ -3,8 +3,9 @@
 Usage: python run_llm.py RUNS_JSON
 RUNS_JSON is a list of runs: {"out": result JSON path, "log": log path, "model": target folder,
 "speculative": a speculative config or null, "extra": more LLM kwargs, "env": environment variables set for this
-run only (optional)}. Each run's result is tokens or the
-error that stopped it; everything the run prints (its engine process included) goes to its own log.
+run only (optional), "plant": a fault of kv_pools_plants.py put into the fork's code for this run only
+(optional)}. Each run's result is tokens or the error that stopped it; everything the run prints (its engine process
+included) goes to its own log.
 The vllm package is whatever this interpreter imports (PYTHONPATH may put the fork's tree first).
 
 The engine core runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0): the model runner, drafter and
@@ -45,6 +46,18 @@ def speculative_config(speculative: dict | None, models: Path) -> dict | None:
         return None
     return {"num_speculative_tokens": NUM_SPECULATIVE_TOKENS, **speculative,
             "model": str(models / speculative["model"])}
+
+
+@contextmanager
+def _planted(name: str | None):
+    """A fault of kv_pools_plants.py in the fork's code for one run (imported only then: it needs the fork)."""
+    if name is None:
+        yield
+        return
+    from kv_pools_plants import PLANTS
+
+    with PLANTS[name]():
+        yield
 
 
 @contextmanager
@@ -108,6 +121,6 @@ def run(model: str, speculative: dict | None, extra: dict) -> dict:
 if __name__ == "__main__":  # vLLM may spawn workers: the guard keeps them from re-running this
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     for spec in json.loads(Path(sys.argv[1]).read_text()):
-        with _output_to(Path(spec["log"])), _environment(spec.get("env") or {}):
+        with _output_to(Path(spec["log"])), _environment(spec.get("env") or {}), _planted(spec.get("plant")):
             result = run(spec["model"], spec["speculative"], spec.get("extra") or {})
         Path(spec["out"]).write_text(json.dumps(result))
