@@ -9,6 +9,7 @@ and the fork's own code; nothing is stubbed. `check` looks at the pools after ev
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import replace
 
 from vllm.sampling_params import SamplingParams
@@ -120,6 +121,11 @@ def shared_stride(config) -> int:
     return max(t.block_stride * slots(t.layers[0]) for t in config.kv_cache_tensors)
 
 
+def owner(block):
+    """The block pool a block belongs to: vLLM 0.34.0 keeps a weak reference to it, 0.33.0 the pool itself."""
+    return block.pool() if isinstance(block.pool, weakref.ref) else block.pool
+
+
 def check(manager, config) -> None:
     """No byte is owned by two live blocks of different owners, and the carved pools' counters are the truth."""
     coordinator, stride = manager.coordinator, shared_stride(config)
@@ -128,7 +134,7 @@ def check(manager, config) -> None:
         per_block = getattr(single.block_pool, "per_block", 1)
         for blocks in single.req_to_blocks.values():
             for block in (b for b in blocks if not b.is_null):
-                assert block.ref_cnt > 0 and block.pool is single.block_pool, (group_id, block)
+                assert block.ref_cnt > 0 and owner(block) is single.block_pool, (group_id, block)
                 start = block.block_id * stride // per_block
                 spans.append((start, start + stride // per_block, (id(single.block_pool), block.block_id), group_id))
     for pool in getattr(coordinator.block_pool, "carved", ()):

@@ -29,24 +29,16 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "glm5_kv"
 
 
 
-# The pools were measured on 0.33.0's planner; on another release VLLM_FORK_KV_POOLS=on keeps the stock pools
-# (vllm/_fork/kv_pages.py, PROVEN_RELEASES). What fails there, for whoever ports them (strict: they turn red then).
+# The pools run on the releases they were ported to (vllm/_fork/kv_pages.py, PROVEN_RELEASES); on another one
+# VLLM_FORK_KV_POOLS=on keeps the stock pools, and these tests are strict xfails that turn red once it is ported.
 def _not_ported(why: str):
-    """Strict xfail on a release the pools were not proven on, saying what fails there."""
-    return pytest.mark.xfail(not pools_proven(), strict=True, reason=f"KV pools not ported to vLLM 0.34.0 {why}")
+    """Strict xfail on a release the pools were not ported to, saying what is missing there."""
+    return pytest.mark.xfail(not pools_proven(), strict=True, reason=f"KV pools not ported to this vLLM {why}")
 
 
-NOT_PORTED_PLAN = _not_ported(
-    "(gated to the stock plan). Ungated, carvable() refuses 0.34.0's MambaSpec, whose block_stride_alignment is "
-    "now state_alignment (1) instead of None, so the regrouped KDA groups keep 1 slot per block: least full page "
-    "31.4 % (target only 14.5 %) < 85 %, conc @8k 84.7 < 100 (target only 194.1 < 215)")
-NOT_PORTED_SCHEDULER = _not_ported(
-    "(gated to the stock plan, no carved pools to drive). There KVCacheBlock.pool is a weakref.ref: SlabBlockPool "
-    "makes slots with pool=self, which 0.34.0's BlockPool.free_blocks calls ('SlabBlockPool' object is not "
-    "callable), and tests/kv_pools_sim.py:131 (block.pool is single.block_pool) fails on every block, stock's too")
-NOT_PORTED_VIEWS = _not_ported(
-    "(gated to the stock plan): the fork's worker config is a plain KVCacheConfig (no slots_per_block, no "
-    "group_slots) with nothing carved to view")
+NOT_PORTED_PLAN = _not_ported("(gated to the stock plan): nothing is regrouped or carved")
+NOT_PORTED_SCHEDULER = _not_ported("(gated to the stock plan): no carved pools to drive")
+NOT_PORTED_VIEWS = _not_ported("(gated to the stock plan): the worker config is a plain KVCacheConfig")
 
 
 RUNS = {"target-stock": (False, "stock"), "target": (False, "fork"), "stock": (True, "stock"), "fork": (True, "fork"),

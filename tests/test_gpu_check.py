@@ -324,7 +324,7 @@ def test_where_the_pools_are_not_ported_the_ab_checks_that_opting_in_keeps_stock
 
     plain = {"type": "KVCacheConfig", "groups": [{"slots": 1, "kind": "MambaSpec", "draft": False}],
              "num_blocks": 6200, "kv_cache_max_concurrency": 60.78, "kv_cache_size_tokens": 1991780}
-    on = {"kv_config": plain, "log_text": f"WARNING VLLM_FORK_KV_POOLS=on: {gpu_check.GATED_LOG} to vLLM 0.34.0+fork",
+    on = {"kv_config": plain, "log_text": f"WARNING VLLM_FORK_KV_POOLS=on: {gpu_check.GATED_LOG} to vLLM 0.35.0+fork",
           "prefix_cache_hits": 17920, "prefix_cache_queries": 26460}
     off = {"kv_config": dict(plain), "log_text": "", "prefix_cache_hits": 17920, "prefix_cache_queries": 26460}
     assert gpu_check.pools_gated_verdict(on, off) == []

@@ -195,9 +195,9 @@ def test_a_misspelled_pools_switch_is_refused_naming_it(monkeypatch):
 
 
 @pytest.mark.parametrize("version, proven", [("0.33.0", True), ("0.33.0+fork", True), ("0.33.2", True),
-                                             ("0.32.0+fork", True), ("0.34.0+fork", False), ("0.34.0", False),
-                                             ("0.31.1", False), ("not a version", False)])
-def test_pools_are_proven_on_0_33_and_the_cpu_base_only(version, proven):
+                                             ("0.32.0+fork", True), ("0.34.0+fork", True), ("0.34.0", True),
+                                             ("0.35.0", False), ("0.31.1", False), ("not a version", False)])
+def test_pools_are_proven_on_the_releases_they_were_tested_on_only(version, proven):
     from vllm._fork.kv_pages import pools_proven
 
     assert pools_proven(version) is proven
@@ -215,15 +215,16 @@ def test_opting_in_on_an_unproven_release_keeps_the_stock_pools_and_says_so_once
     groups = [_group({f"t{i}": target() for i in range(3)}), _group({f"d{i}": window() for i in range(5)})]
     monkeypatch.delenv(DISABLE_ENV, raising=False)
     monkeypatch.setenv(POOLS_ENV, "on")
-    monkeypatch.setattr(vllm, "__version__", "0.34.0+fork")
+    monkeypatch.setattr(vllm, "__version__", "0.35.0+fork")
     monkeypatch.setattr(kv_pages, "_said_unproven", False)
     config = types.SimpleNamespace(kv_transfer_config=None)  # pools_apply must refuse before reading anything else
     with caplog.at_level(logging.WARNING, logger=kv_pages.__name__):
         assert kv_pools_plan.pools_apply(config, groups) is False
         assert kv_pools_plan.pools_apply(config, groups) is False
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warnings == [("VLLM_FORK_KV_POOLS=on: KV pools per page size were measured on vLLM 0.33.0's planner only "
-                         "and are not ported to vLLM 0.34.0+fork; its stock KV pool is kept (docs/kv-pools.md)")]
+    assert warnings == [("VLLM_FORK_KV_POOLS=on: KV pools per page size were built and tested on vLLM 0.32-0.34's "
+                         "planners only and are not ported to vLLM 0.35.0+fork; its stock KV pool is kept "
+                         "(docs/kv-pools.md)")]
     assert pack_draft_groups(groups, KVCacheLayout.BLHNC, prefix_caching=False) != groups
 
 

