@@ -1,9 +1,10 @@
 """Where one request's KV bytes go, per KV group of the plan vLLM's own planner made (spec-check's KV plan report).
 
 A block id is one slice of the shared KV allocation, owned by one group at a time, so every block a request holds
-costs the allocation's bytes per block id whatever its group's page (vLLM's capacity formula,
-`get_max_concurrency_for_kv_cache_config`, counts blocks the same way). What the group's layers really store in a
-block is their unpadded pages; the rest of the slice is padding.
+costs the allocation's bytes per block id whatever its group's page, or 1/k of them in a pool the fork carved k
+slots from each shared block (vLLM's capacity formula, `get_max_concurrency_for_kv_cache_config`, counts blocks the
+same way, with the fork's edit for carved pools). What the group's layers really store in a block is their unpadded
+pages; the rest of the slice is padding.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ class GroupRow:
     draft_used_bytes_per_block: int  # of those, the draft's layers' (a DSpark draft's MLA joins Kimi-K3's MLA group)
     blocks: int  # block ids a request holds (vLLM's term)
     speculative_blocks: int  # of those, recurrent states kept per draft position
-    bytes: int  # blocks x the allocation's bytes per block id
+    bytes: int  # blocks x the group's bytes per block id
     host_resident: bool  # in the host pool, outside the device's KV allocation
+    slots: int = 1  # block ids per shared block: k in a pool the fork carved (docs/kv-pools.md), else 1
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ class Breakdown:
 
     @property
     def speculative_state_bytes(self) -> int:
-        return sum(row.speculative_blocks * self.block_bytes for row in self._device())
+        return sum(row.speculative_blocks * self.block_bytes // row.slots for row in self._device())
 
     def as_dict(self) -> dict:
         return {"length": self.length, "block_bytes": self.block_bytes, "num_blocks": self.num_blocks,
@@ -81,7 +83,7 @@ class Breakdown:
                 "groups": [asdict(row) for row in self.groups]}
 
 
-def _row(vllm_config, group, block_bytes: int, draft_layers: set[str]) -> GroupRow:
+def _row(vllm_config, group, block_bytes: int, draft_layers: set[str], slots: int = 1) -> GroupRow:
     from vllm.utils.math_utils import cdiv
 
     spec = group.kv_cache_spec
@@ -98,7 +100,7 @@ def _row(vllm_config, group, block_bytes: int, draft_layers: set[str]) -> GroupR
                     layers=len(group.layer_names), block_size=spec.block_size, page_bytes=first.page_size_bytes,
                     used_bytes_per_block=used, draft_used_bytes_per_block=draft_used, blocks=blocks,
                     speculative_blocks=getattr(first, "num_speculative_blocks", 0),
-                    bytes=blocks * block_bytes, host_resident=bool(group.host_resident))
+                    bytes=blocks * block_bytes // slots, host_resident=bool(group.host_resident), slots=slots)
 
 
 def block_bytes(kv_cache_config) -> int:
@@ -117,7 +119,10 @@ def breakdown(vllm_config, kv_cache_config, length: int, draft_layers: set[str])
     model_config.max_model_len = length  # vLLM's per-request terms read the request length from here
     try:
         per_block = block_bytes(kv_cache_config)
-        rows = tuple(_row(vllm_config, group, per_block, draft_layers) for group in kv_cache_config.kv_cache_groups)
+        # A pool the fork carved gives its group k block ids per shared block (PooledKVCacheConfig).
+        slots = getattr(kv_cache_config, "group_slots", lambda group_id: 1)
+        rows = tuple(_row(vllm_config, group, per_block, draft_layers, slots(i))
+                     for i, group in enumerate(kv_cache_config.kv_cache_groups))
         concurrency = get_max_concurrency_for_kv_cache_config(vllm_config, kv_cache_config)
     finally:
         model_config.max_model_len = deployed
