@@ -2,15 +2,15 @@
 
 Usage: python kv_pools_kernel_check.py [--device cuda|cpu] [--dtype float32|bfloat16] [--plant FAULT] [--only PLAN]
 On a GPU host with the fork wheel installed it runs vLLM's Triton kernels natively (docs/kv-pools.md); on the CPU
-under `CUDA_VISIBLE_DEVICES= TRITON_INTERPRET=1` (fp32: the interpreter's bf16 dot gives garbage). `--plant` puts one
-fault into the real code first, to show the comparison catches it. The last line is JSON: per plan, the findings.
+under `CUDA_VISIBLE_DEVICES= TRITON_INTERPRET=1` (fp32: the interpreter's bf16 dot gives garbage). `--plant` puts a
+fault into the real code first, to show the comparison catches it (repeatable: each alone, in turn). The last line
+is JSON: per plan (per fault, then per plan, with --plant), the findings.
 Exit 0 every carved group matched, 1 a finding, 2 bad input.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from dataclasses import replace
@@ -70,31 +70,40 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
-    parser.add_argument("--plant", choices=sorted(PLANTS))
+    parser.add_argument("--plant", choices=sorted(PLANTS), action="append", default=[],
+                        help="repeatable: each fault alone, one after another, in this process")
     parser.add_argument("--only", help="one plan of plans() by name")
     args = parser.parse_args(argv)
     if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
         parser.error(f"--device {args.device}: torch sees no CUDA device here; on a CPU run with --device cpu under "
                      "CUDA_VISIBLE_DEVICES= TRITON_INTERPRET=1")
-    with PLANTS[args.plant]() if args.plant else contextlib.nullcontext():
-        return _check(args, parser)
-
-
-def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     cases = plans(getattr(torch, args.dtype))
     if args.only and args.only not in cases:
         parser.error(f"--only {args.only}: no such plan; choose from {', '.join(cases)}")
+    cases = {name: case for name, case in cases.items() if not args.only or name == args.only}
+    if not args.plant:
+        results = _check(cases, torch.device(args.device), "")
+    else:  # keyed by the fault planted
+        results = {}
+        for plant in args.plant:
+            with PLANTS[plant]():
+                results[plant] = _check(cases, torch.device(args.device), f"{plant}: ")
+    print(json.dumps(results))
+    found = [r for r in (results.values() if not args.plant else
+                         (r for by_plan in results.values() for r in by_plan.values()))]
+    return 1 if any(r["findings"] for r in found) else 0
+
+
+def _check(cases: dict, device: torch.device, prefix: str) -> dict:
+    """Each plan carved by the fork's carver and compared; one printed line per plan."""
     results = {}
     for name, (stock, layout) in cases.items():
-        if args.only and name != args.only:
-            continue
         carved = kv_pools_plan.carve_kv_cache_config(stock, layout)
-        findings = kv_pools_selftest.check_plan(stock, carved, layout, torch.device(args.device))
+        findings = kv_pools_selftest.check_plan(stock, carved, layout, device)
         results[name] = {"slots": list(carved.slots_per_block), "findings": [f.line() for f in findings]}
         verdict = "; ".join(results[name]["findings"]) or "carved slot = stock block, bitwise"
-        print(f"{name}: slots {results[name]['slots']}: {verdict}", flush=True)
-    print(json.dumps(results))
-    return 1 if any(r["findings"] for r in results.values()) else 0
+        print(f"{prefix}{name}: slots {results[name]['slots']}: {verdict}", flush=True)
+    return results
 
 
 if __name__ == "__main__":
