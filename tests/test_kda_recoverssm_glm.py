@@ -4,8 +4,8 @@ kernel gives, on the CPU under Triton's interpreter (tests/scripts/kda_recoverss
 GLM's head dim (128), a k = 7 window, every accepted count 1..8 in one batch of 8 requests, fp32 and bf16 states,
 2 heads per rank (heads are independent programs of both kernels; GLM has 8 per rank at TP8, which only multiplies
 the interpreter's time). The short convolution is compared through the next window: GLM reads its history at the
-accepted offset, RecoverSSM moves it to the front at commit. Prefix-cache checkpoints (the commit's align mode) are
-not compared here.
+accepted offset, RecoverSSM moves it to the front at commit. Prefix-cache checkpoints (the commit's align mode, Mamba
+block 8) are compared on every state block of each request's block table; their conv histories are not.
 """
 
 from __future__ import annotations
@@ -65,3 +65,15 @@ def test_the_next_windows_convolution_reads_the_same_history(compared):
     assert result["conv_error"] == [0.0] * len(result["accepted"]), result
     moved = [error for error, accepted in zip(result["planted_conv_error"], result["accepted"]) if accepted > 1]
     assert len(moved) == WINDOW - 1 and min(moved) > 0.01 * result["conv_scale"], result
+
+
+@pytest.mark.parametrize("dtype", sorted(STATE_TOLERANCE))
+def test_with_prefix_caching_each_completed_block_holds_its_last_tokens_state(compared, dtype):
+    """Align mode: windows starting at 8 offsets inside a block; those that complete a block (some, not all) leave
+    the state after its last token there, the final state in the last token's block, every other block as it was.
+    One position too few folded in misses."""
+    result = compared[dtype]
+    assert 0 < result["aligned_crossings"] < len(result["accepted"]), result
+    for error, planted, scale in zip(result["aligned_state_error"], result["aligned_planted_state_error"],
+                                     result["state_scale"]):
+        assert error <= STATE_TOLERANCE[dtype](scale) and planted > 100 * STATE_TOLERANCE[dtype](scale), result

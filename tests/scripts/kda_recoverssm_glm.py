@@ -33,6 +33,8 @@ from vllm.triton_utils import tl
 glm_recurrent.exp = lambda x: tl.exp(x)
 
 LOWER_BOUND = -5.0  # GLM-5.3-Flash's linear_attn_config.gate_lower_bound
+# Align mode: the Mamba block size (at least one window) and the state blocks in each request's block table.
+ALIGN_BLOCK, COLUMNS = 8, 4
 ACTIVATIONS = torch.bfloat16
 CONV_WIDTH = 4  # linear_attn_config.short_conv_kernel_size
 
@@ -98,6 +100,50 @@ def _recover(x: dict, window: int, dtype: torch.dtype, accepted: torch.Tensor, p
     return out, committed[0], committed[1]
 
 
+def _aligned(x: dict, window: int, dtype: torch.dtype, accepted: torch.Tensor, computed: torch.Tensor,
+             block: int, planted: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """RecoverSSM's commit in prefix-caching align mode: each request's block table of COLUMNS state blocks, its
+    committed state in column (computed - 1) // block; returns (state blocks as committed, block table)."""
+    requests, heads, dim = x["start"].shape[:3]
+    table = 1 + torch.arange(requests * COLUMNS, dtype=torch.int32).reshape(requests, COLUMNS)
+    slots = table[torch.arange(requests), ((computed - 1) // block).long()].contiguous()
+    states = torch.zeros(1 + requests * COLUMNS, heads, dim, dim, dtype=dtype)
+    states[slots.long()] = x["start"].to(dtype)
+    records = KDARecoverSSMRecords.allocate(requests, heads, window, dim, ACTIVATIONS, torch.device("cpu"))
+    a_log = x["a_log"].reshape(heads).contiguous()
+    kda_recoverssm_verify(x["q"], x["k"], x["v"], x["g"], x["beta"], a_log, x["dt_bias"], LOWER_BOUND, states,
+                          records, x["query_start"], slots, window)
+    # The commit moves conv histories too; they are compared above, outside align mode, and not here.
+    conv = _conv_history(requests * COLUMNS, window, 3 * heads * dim, random=False)
+    layer = types.SimpleNamespace(kv_cache=(conv, states), recoverssm_records=records, A_log=a_log,
+                                  dt_bias=x["dt_bias"], local_num_heads=heads, head_dim=dim,
+                                  gate_lower_bound=LOWER_BOUND)
+    context = KDARecoverSSMCommitContext.create([layer], spec_query_len=window, max_num_reqs=requests)
+    context.commit((accepted + planted).to(torch.int32), slots, x["query_start"], block_table=table,
+                   num_computed_tokens=computed.to(torch.int32), mamba_block_size=block)
+    return states, table
+
+
+def _aligned_expected(x: dict, blocks: torch.Tensor, window: int, dtype: torch.dtype, accepted: torch.Tensor,
+                      computed: torch.Tensor, block: int, table: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """vLLM's align-mode contract on GLM's stored states: a block that the window completes holds the state after
+    its last token, the block of the last committed token holds the final state, every other block is as it was;
+    (the expected state blocks, how many requests completed a block)."""
+    requests = x["start"].shape[0]
+    expected = torch.zeros(1 + requests * COLUMNS, *x["start"].shape[1:], dtype=dtype)
+    crossed = 0
+    for b in range(requests):
+        n, a = int(computed[b]), int(accepted[b])
+        expected[table[b, (n - 1) // block]] = x["start"][b].to(dtype)  # the block the window read from
+        after = lambda t: blocks[1 + b * window + t]  # noqa: E731  stored state after window position t
+        boundary = (n // block + 1) * block
+        if n + a >= boundary:
+            crossed += 1
+            expected[table[b, boundary // block - 1]] = after(boundary - n - 1)
+        expected[table[b, (n + a - 1) // block]] = after(a - 1)
+    return expected, crossed
+
+
 def _conv_history(requests: int, window: int, conv_dim: int, random: bool) -> torch.Tensor:
     """Conv states in the layout vLLM stores them, each request's history of CONV_WIDTH - 1 inputs random or zero."""
     conv = torch.zeros(1 + requests, conv_dim, CONV_WIDTH - 1 + window - 1, dtype=ACTIVATIONS)
@@ -132,6 +178,13 @@ def compare(requests: int, window: int, heads: int, dim: int, dtype: torch.dtype
               "state_error": (committed.float() - expected).abs().amax(dim=(1, 2, 3)).tolist(),
               "state_scale": expected.abs().amax(dim=(1, 2, 3)).tolist(),
               "planted_state_error": (off_by_one.float() - expected).abs().amax(dim=(1, 2, 3)).tolist()}
+    # Prefix-cache checkpoints (align mode): each request's window starts at another offset inside a block.
+    computed = torch.tensor([ALIGN_BLOCK * 2 + (3 * b) % ALIGN_BLOCK for b in range(requests)], dtype=torch.int32)
+    for name, planted in (("aligned", 0), ("aligned_planted", -1)):
+        states, table = _aligned(x, window, dtype, accepted, computed, ALIGN_BLOCK, planted)
+        want, crossed = _aligned_expected(x, blocks, window, dtype, accepted, computed, ALIGN_BLOCK, table)
+        per_request = (states.float() - want.float()).abs()[1:].reshape(requests, COLUMNS, -1).amax(dim=(1, 2))
+        result |= {f"{name}_state_error": per_request.tolist(), "aligned_crossings": crossed}
     if not with_conv:
         return result
     stored_next = _conv_step(next_x, conv.clone(), weight, slots, accepted, x["query_start"], window)
