@@ -46,6 +46,8 @@ def runs(tmp_path_factory):
              "glm_target_8k": [str(target), "--tensor-parallel-size", "8", "--gpu", "h100", "--max-model-len", "8192",
                                "--kv-cache-memory-bytes", str(bench["available_bytes"])],
              "glm_replayssm": glm + ["--use-replayssm"],
+             "glm_8k_json": glm + ["--max-model-len", "8192", "--json"],
+             "glm_8k_triton_prefill": glm + ["--max-model-len", "8192", "--kda-prefill-backend", "triton", "--json"],
              "qwen3_next_dflash": [str(CORPUS / "Qwen3-Coder-Next"), "--speculative-config", json.dumps(
                  {"method": "dflash", "model": str(CORPUS / "Qwen3-Coder-Next-DFlash"), "num_speculative_tokens": 15}),
                  "--tensor-parallel-size", "8", "--gpu", "h100", "--max-model-len", "8192", "--json"],
@@ -145,3 +147,15 @@ def test_replayssm_line_is_what_the_flags_give(runs):
     assert with_flags["concurrency"] == line["data"]["concurrency"]
     assert all(g["speculative_blocks"] == 0 for g in with_flags["groups"])
     assert _plan(reports["nemotron"])["data"]["requests"][0]["concurrency"] < with_flags["concurrency"]
+
+
+def test_the_stand_in_h100_plans_glms_kda_with_flashkdas_prefill_checkpoint_block(runs):
+    """On SM90, bf16, head dim 128 and a bounded gate, vLLM's own resolver picks FlashKDA for GLM's KDA prefill, whose
+    spec keeps one prefill checkpoint block more per request (prefix caching's align mode: 2 + 7 drafts + 1): the
+    H100 spec fields the KV plans here carry. Forcing the Triton prefill drops that block."""
+    def kda_blocks(report: str) -> set[tuple[int, int]]:
+        groups = next(r for r in _plan(report)["data"]["requests"] if r["length"] == 8192)["groups"]
+        return {(g["blocks"], g["speculative_blocks"]) for g in groups if g["kind"] == "MambaSpec"}
+
+    assert kda_blocks(runs[1]["glm_8k_json"]) == {(10, 7)}
+    assert kda_blocks(runs[1]["glm_8k_triton_prefill"]) == {(9, 7)}
