@@ -178,10 +178,12 @@ class SlabBlockPool(BlockPool):
         for slot in opening:
             self._change(self._lent_block(slot), 1, -1 if slot.block_hash is None else 0)
 
-    def free_blocks(self, ordered_blocks) -> None:
+    def free_blocks(self, ordered_blocks, **options: Any) -> None:
+        # `options`: what this release's BlockPool.free_blocks takes besides the blocks (0.34.0: evict_first, with
+        # which it hands another pool's blocks over to that pool).
         ordered = list(ordered_blocks)
         mine = {id(b): b for b in ordered if b.pool is self.handle and not b.is_null and b.ref_cnt > 0}
-        super().free_blocks(ordered)
+        super().free_blocks(ordered, **options)
         for slot in mine.values():
             if slot.ref_cnt == 0:
                 self._change(self._lent_block(slot), -1, 1 if slot.block_hash is None else 0)
