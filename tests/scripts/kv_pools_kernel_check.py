@@ -89,9 +89,8 @@ def main(argv: list[str]) -> int:
             with PLANTS[plant]():
                 results[plant] = _check(cases, torch.device(args.device), f"{plant}: ")
     print(json.dumps(results))
-    found = [r for r in (results.values() if not args.plant else
-                         (r for by_plan in results.values() for r in by_plan.values()))]
-    return 1 if any(r["findings"] for r in found) else 0
+    runs = list(results.values()) if args.plant else [results]  # each: results by plan
+    return 1 if any(r["findings"] for by_plan in runs for r in by_plan.values()) else 0
 
 
 def _check(cases: dict, device: torch.device, prefix: str) -> dict:
