@@ -342,9 +342,10 @@ def test_the_kv_pools_kernel_comparison_is_a_scenario_of_its_own(monkeypatch):
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    result = gpu_check.kernel_check(device="cpu", dtype="float32")
+    result = gpu_check.kernel_check(device="cpu", dtype="float32", backends=("TRITON_ATTN",))
     assert result["ok"], result["problems"]
-    assert len(result["lines"]) == 3 and all("carved slot = stock block, bitwise" in line for line in result["lines"])
+    assert len(result["lines"]) == 3 and all(line.startswith("TRITON_ATTN: ") and
+                                             "carved slot = stock block, bitwise" in line for line in result["lines"])
 
 
 def test_a_kernel_comparison_that_cannot_run_fails_its_scenario_with_the_reason(tmp_path, capsys):
@@ -353,4 +354,4 @@ def test_a_kernel_comparison_that_cannot_run_fails_its_scenario_with_the_reason(
 
     assert gpu_check.main(["--only", gpu_check.KERNELS, "--out", str(tmp_path)]) == 1
     report = json.loads((tmp_path / "report.json").read_text())["scenarios"][gpu_check.KERNELS]
-    assert report["ok"] is False and report["problems"][0].startswith("kv_pools_kernel_check.py exited ")
+    assert report["ok"] is False and report["problems"][0].startswith("kv_pools_kernel_check.py --backend TRITON_ATTN exited ")

@@ -84,19 +84,27 @@ def pools_gated_verdict(on: dict, off: dict) -> list[str]:
     return problems
 
 
-def kernel_check(device: str = "cuda", dtype: str = "bfloat16", timeout: float = 180) -> dict:
-    """The KV pools' kernel comparison on this GPU (kv_pools_kernel_check.py), a scenario of its own."""
-    started = time.time()
-    try:
-        done = subprocess.run([sys.executable, str(HERE / "kv_pools_kernel_check.py"), "--device", device, "--dtype",
-                               dtype], capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"ok": False, "problems": [f"kv_pools_kernel_check.py still running after {timeout:.0f} s"]}
-    lines = done.stdout.splitlines()[:-1]
-    if done.returncode not in (Exit.OK, Exit.FINDINGS):
-        problems = [f"kv_pools_kernel_check.py exited {done.returncode}: {' | '.join(done.stderr.splitlines()[-3:])}"]
-    else:
-        problems = [line for line in lines if "bitwise" not in line]
+def kernel_check(device: str = "cuda", dtype: str = "bfloat16", timeout: float = 180,
+                 backends: tuple[str, ...] = ("TRITON_ATTN", "FLASH_ATTN")) -> dict:
+    """The KV pools' kernel comparison on this GPU (kv_pools_kernel_check.py) with Triton's and FlashAttention's
+    kernels, a scenario of its own."""
+    started, lines, problems = time.time(), [], []
+    for backend in backends:
+        left = timeout - (time.time() - started)
+        try:
+            done = subprocess.run([sys.executable, str(HERE / "kv_pools_kernel_check.py"), "--device", device,
+                                   "--dtype", dtype, "--backend", backend], capture_output=True, text=True,
+                                  timeout=left)
+        except subprocess.TimeoutExpired:
+            problems.append(f"kv_pools_kernel_check.py --backend {backend} still running after {timeout:.0f} s")
+            break
+        ran = [f"{backend}: {line}" for line in done.stdout.splitlines()[:-1]]
+        lines += ran
+        if done.returncode not in (Exit.OK, Exit.FINDINGS):
+            problems.append(f"kv_pools_kernel_check.py --backend {backend} exited {done.returncode}: "
+                            f"{' | '.join(done.stderr.splitlines()[-3:])}")
+        else:
+            problems += [line for line in ran if "bitwise" not in line]
     return {"ok": not problems, "problems": problems, "lines": lines, "seconds": round(time.time() - started, 1)}
 
 

@@ -1,10 +1,12 @@
 """KV pools' kernel comparison (vllm/_fork/kv_pools_selftest.py) on plans the fork's own carver cuts, one line each.
 
 Usage: python kv_pools_kernel_check.py [--device cuda|cpu] [--dtype float32|bfloat16] [--plant FAULT] [--only PLAN]
-On a GPU host with the fork wheel installed it runs vLLM's Triton kernels natively (docs/kv-pools.md); on the CPU
-under `CUDA_VISIBLE_DEVICES= TRITON_INTERPRET=1` (fp32: the interpreter's bf16 dot gives garbage). `--plant` puts a
-fault into the real code first, to show the comparison catches it (repeatable: each alone, in turn). The last line
-is JSON: per plan (per fault, then per plan, with --plant), the findings.
+                                      [--backend TRITON_ATTN|FLASH_ATTN]
+On a GPU host with the fork wheel installed it runs vLLM's Triton or FlashAttention kernels natively
+(docs/kv-pools.md); on the CPU, Triton's under `CUDA_VISIBLE_DEVICES= TRITON_INTERPRET=1` (fp32: the interpreter's
+bf16 dot gives garbage). `--plant` puts a fault into the real code first, to show the comparison catches it
+(repeatable: each alone, in turn). The last line is JSON: per plan (per fault, then per plan, with --plant), the
+findings.
 Exit 0 every carved group matched, 1 a finding, 2 bad input.
 """
 
@@ -19,6 +21,8 @@ import torch
 from kv_pools_plants import PLANTS
 
 from vllm._fork import kv_pools_plan, kv_pools_selftest
+from vllm._fork.kv_pools_kernels import AttentionKernels
+from vllm._fork.vocabulary import SelfTestStatus
 from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor,
                                         SlidingWindowSpec)
 from vllm.v1.kv_cache_layout import KVCacheLayout
@@ -73,7 +77,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--plant", choices=sorted(PLANTS), action="append", default=[],
                         help="repeatable: each fault alone, one after another, in this process")
     parser.add_argument("--only", help="one plan of plans() by name")
+    parser.add_argument("--backend", choices=["TRITON_ATTN", "FLASH_ATTN"], default="TRITON_ATTN",
+                        help="whose write and read kernels run on the slots (FLASH_ATTN: on a GPU only)")
     args = parser.parse_args(argv)
+    if args.backend == "FLASH_ATTN" and torch.device(args.device).type != "cuda":
+        parser.error("--backend FLASH_ATTN: FlashAttention's kernels run on a GPU only; use --device cuda there")
     if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
         parser.error(f"--device {args.device}: torch sees no CUDA device here; on a CPU run with --device cpu under "
                      "CUDA_VISIBLE_DEVICES= TRITON_INTERPRET=1")
@@ -82,24 +90,36 @@ def main(argv: list[str]) -> int:
         parser.error(f"--only {args.only}: no such plan; choose from {', '.join(cases)}")
     cases = {name: case for name, case in cases.items() if not args.only or name == args.only}
     if not args.plant:
-        results = _check(cases, torch.device(args.device), "")
+        results = _check(cases, torch.device(args.device), "", args.backend)
     else:  # keyed by the fault planted
         results = {}
         for plant in args.plant:
             with PLANTS[plant]():
-                results[plant] = _check(cases, torch.device(args.device), f"{plant}: ")
+                results[plant] = _check(cases, torch.device(args.device), f"{plant}: ", args.backend)
     print(json.dumps(results))
     runs = list(results.values()) if args.plant else [results]  # each: results by plan
     return 1 if any(r["findings"] for by_plan in runs for r in by_plan.values()) else 0
 
 
-def _check(cases: dict, device: torch.device, prefix: str) -> dict:
+def _kernels(backend: str):
+    """The self-test's kernels without a layer: `backend`'s write and read (FlashAttention at the version vLLM picks
+    on this GPU)."""
+    version = None
+    if backend == "FLASH_ATTN":
+        from vllm.v1.attention.backends.fa_utils import get_flash_attn_version
+
+        version = get_flash_attn_version()
+    return lambda group_id, spec: AttentionKernels(backend, spec, fa_version=version)
+
+
+def _check(cases: dict, device: torch.device, prefix: str, backend: str) -> dict:
     """Each plan carved by the fork's carver and compared; one printed line per plan."""
     results = {}
     for name, (stock, layout) in cases.items():
         carved = kv_pools_plan.carve_kv_cache_config(stock, layout)
-        findings = kv_pools_selftest.check_plan(stock, carved, layout, device)
-        results[name] = {"slots": list(carved.slots_per_block), "findings": [f.line() for f in findings]}
+        checked = kv_pools_selftest.check_plan(stock, carved, layout, device, _kernels(backend))
+        findings = [result.line() for result in checked if result.status is not SelfTestStatus.PASSED]
+        results[name] = {"slots": list(carved.slots_per_block), "findings": findings}
         verdict = "; ".join(results[name]["findings"]) or "carved slot = stock block, bitwise"
         print(f"{prefix}{name}: slots {results[name]['slots']}: {verdict}", flush=True)
     return results

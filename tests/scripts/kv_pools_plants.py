@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from vllm._fork import kv_pools_blocks, kv_pools_plan
+from vllm._fork import kv_pools_blocks, kv_pools_kernels, kv_pools_plan
 from vllm._fork.kv_pools_config import PooledKVCacheConfig
 from vllm.v1.kv_cache_interface import KVCacheConfig
 
@@ -40,6 +40,11 @@ def _carved_tensors_changed(change: Callable[[Any], Any]):
     return _patched(kv_pools_plan, "carve_kv_cache_config", planted)
 
 
+def _one_request_from_block_zero(query: Any, block: int) -> dict:
+    return _ONE_REQUEST(query, 0)
+
+
+_ONE_REQUEST = kv_pools_kernels._one_request
 PLANTS: dict[str, Callable[[], Any]] = {
     # The carved views one slot further into each block than the design puts them.
     "slot-offset": lambda: _carved_tensors_changed(lambda t: replace(t, offset=t.offset + t.block_stride)),
@@ -48,6 +53,9 @@ PLANTS: dict[str, Callable[[], Any]] = {
     # The block pool numbering slots from the lent block before the one it lent.
     "block-base": lambda: _patched(kv_pools_blocks, "slot_block_id",
                                    lambda lent, slot, per_block: (lent - 1) * per_block + slot),
+    # Reads of the block before the one asked for (block 0 of the self-test's few: sentinels on both sides), so the
+    # stock and carved reads agree with each other and only the reference attention can tell.
+    "read-elsewhere": lambda: _patched(kv_pools_kernels, "_one_request", _one_request_from_block_zero),
     # Views sized for the shared blocks only, not for k slots in each.
     "num-blocks": lambda: _patched(PooledKVCacheConfig, "num_blocks_of", KVCacheConfig.num_blocks_of),
 }
