@@ -84,11 +84,16 @@ CASES = [
     # V2 fix has its own test (tests/test_drafter_decoder_outside_model.py).
 ]
 # The same pair on a pool of 20 blocks of the widest page (one full-length request fits the stock plan), with the
-# fork's pools on and off (stock 0.32.0's plan): the carved plan holds more requests at once, tokens stay the same.
-# Once more with a misread planted into the carver (tests/scripts/kv_pools_plants.py): the A/B must see it.
+# fork's pools by default (auto: carved after the start-up self-test) and off (stock 0.32.0's plan): the carved plan
+# holds more requests at once, tokens stay the same. With a misread planted into the real code
+# (tests/scripts/kv_pools_plants.py): forced on, the A/B must see it; by default, the self-test must catch each fault
+# and keep the stock plan.
 POOLS = next(case for case in CASES if case.name == "glm4-dflash-wide-window")
-POOL_RUNS = {"kv-pools-on": ({}, None), "kv-pools-off": ({"VLLM_FORK_DISABLE_KV_PACKING": "1"}, None),
-             "kv-pools-misread": ({}, "overlapping-pages")}
+AUTO, ON = {"VLLM_FORK_KV_POOLS": "auto"}, {"VLLM_FORK_KV_POOLS": "on"}
+SELF_TEST_PLANTS = ("slot-offset", "overlapping-pages", "block-base", "read-elsewhere", "num-blocks")
+POOL_RUNS = {"kv-pools-auto": (AUTO, None), "kv-pools-off": ({"VLLM_FORK_DISABLE_KV_PACKING": "1"}, None),
+             "kv-pools-misread": (ON, "overlapping-pages"),
+             **{f"kv-pools-auto-{plant}": (AUTO, plant) for plant in SELF_TEST_PLANTS}}
 TARGETS = sorted({case.target for case in CASES})
 NOSPEC = "nospec"  # the reference run of each target, without speculation
 
@@ -223,21 +228,38 @@ def test_spec_check_verdict_matches_what_the_engine_does(verdicts, fork_runs, ca
     assert planned and planned.group(1) == f"{engine['kv_cache_tokens']:,}", (plan, engine["kv_cache_tokens"])
 
 
-def test_kv_pools_serve_the_stock_plans_tokens(fork_runs, reference):
-    """Target pages padded to the drafter's: the fork carves two target slots per block. The same greedy tokens as
-    the stock plan (VLLM_FORK_DISABLE_KV_PACKING=1) and as the target alone, from a pool that holds more."""
-    on, off = fork_runs["kv-pools-on"], fork_runs["kv-pools-off"]
+def test_kv_pools_pass_their_self_test_and_serve_the_stock_plans_tokens(fork_runs, reference):
+    """Target pages padded to the drafter's: by default the fork self-tests CPU_ATTN's kernels on a carved slot, then
+    carves two target slots per block. The same greedy tokens as the stock plan (VLLM_FORK_DISABLE_KV_PACKING=1) and
+    as the target alone, from a pool that holds more."""
+    on, off = fork_runs["kv-pools-auto"], fork_runs["kv-pools-off"]
     for result in (on, off):
         assert result["ok"], f"{result['error']}\n{result['log'][-3000:]}"
     assert on["tokens"] == off["tokens"] == reference[POOLS.target]
+    assert re.search(r"KV pools' start-up self-test passed on 1 worker\(s\) for KV groups \[0, .*\] \(CPU_ATTN\)",
+                     on["log"])
     assert "KV pools per page size: KV groups" in on["log"] and "KV pools per page size" not in off["log"]
     assert on["kv_cache_tokens"] > 1.5 * off["kv_cache_tokens"]
 
 
+@pytest.mark.parametrize("plant", SELF_TEST_PLANTS)
+def test_kv_pools_self_test_catches_a_planted_fault_and_keeps_the_stock_plan(fork_runs, plant):
+    """A fault planted into the carver, the block pool, the pooled config or the read: the start-up self-test finds
+    it on CPU_ATTN's own kernels, says so in one warning line naming the group and kernel, and the engine serves the
+    stock plan's tokens from the stock plan's pool."""
+    planted, off = fork_runs[f"kv-pools-auto-{plant}"], fork_runs["kv-pools-off"]
+    assert planted["ok"], f"{planted['error']}\n{planted['log'][-3000:]}"
+    assert re.search(r"WARNING .*KV pools not carved: their start-up self-test failed on rank 0: KV group \d+: "
+                     r"(CPU_ATTN write|CPU_ATTN read|views): .*; stock KV plan for the whole engine", planted["log"])
+    assert "KV pools per page size: KV groups" not in planted["log"]
+    assert (planted["tokens"], planted["kv_cache_tokens"]) == (off["tokens"], off["kv_cache_tokens"])
+
+
 def test_the_kv_pools_ab_sees_a_misread_slot(fork_runs, reference):
-    """The carved views at half their stride (each slot's page overlapping the next's): the engine serves without an
-    error, and the tokens differ from the stock plan's, so the on/off comparison above would fail. The target's next
-    token depends on the KV it reads (its random weights are wide: tiny_models.py's initializer_range)."""
+    """The carved views at half their stride (each slot's page overlapping the next's), forced on without the
+    self-test (VLLM_FORK_KV_POOLS=on): the engine serves without an error, and the tokens differ from the stock
+    plan's, so the on/off comparison above would fail. The target's next token depends on the KV it reads (its
+    random weights are wide: tiny_models.py's initializer_range)."""
     misread = fork_runs["kv-pools-misread"]
     assert misread["ok"], f"{misread['error']}\n{misread['log'][-3000:]}"
     assert "KV pools per page size: KV groups" in misread["log"]

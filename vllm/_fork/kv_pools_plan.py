@@ -12,17 +12,20 @@ Only plain full, sliding-window, circular-buffer and Mamba specs are carved (exa
 rows, and a spec with a kernel-block alignment has its views remapped by its backend). Never with a forced attention
 backend outside CARVED_BACKENDS, a KV connector, HiSparse, context or pipeline parallelism, or prefix hits finer
 than a block (their copy-on-write copies name blocks of one pool to every layer), nor on a vLLM release the pools
-were not proven on (kv_pages.PROVEN_RELEASES). VLLM_FORK_DISABLE_KV_PACKING=1 plans exactly as stock vLLM.
+were not proven on (kv_pages.PROVEN_RELEASES). By default (VLLM_FORK_KV_POOLS=auto) only the attention groups whose
+kernels pass the start-up self-test on every worker are carved (kv_pools_auto.py); `on` carves every carvable group
+without it; `off` or VLLM_FORK_DISABLE_KV_PACKING=1 plans exactly as stock vLLM.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from typing import Any
 
-from vllm._fork.kv_pages import packing_disabled, pools_ported
+from vllm._fork.kv_pages import pools_mode, pools_ported
+from vllm._fork.vocabulary import PoolsMode
 
 logger = logging.getLogger(__name__)
 
@@ -65,10 +68,10 @@ def _kernel_blocks(alignment: Any) -> bool:
     return alignment is not None and not isinstance(alignment, int)
 
 
-# Attention backends whose kernels address a carved group's views by their strides and block ids: TRITON_ATTN's are
-# compared on carved slots by kv_pools_selftest.py, CPU_ATTN's by the CPU engine tests, FLASH_ATTN's (H100's default)
-# only by gpu-check's pools A/B, which no GPU has run. A forced other one keeps the stock plan: FLEX_ATTENTION sizes its
-# block map by the shared block count, which a carved pool's ids (count x k) overrun.
+# Attention backends whose kernels address a carved group's views by their strides and block ids, and for which the
+# start-up self-test has a comparison (kv_pools_kernels.py): with VLLM_FORK_KV_POOLS=auto a group is carved only after
+# its own kernels pass it on every worker. A forced other one keeps the stock plan even with `on`: FLEX_ATTENTION sizes
+# its block map by the shared block count, which a carved pool's ids (count x k) overrun.
 CARVED_BACKENDS = frozenset({"FLASH_ATTN", "TRITON_ATTN", "CPU_ATTN"})
 
 
@@ -81,7 +84,7 @@ def forced_backends(vllm_config: Any) -> set[str]:
 
 def pools_apply(vllm_config: Any, groups: list) -> bool:
     """Whether this deployment may carve pools at all (the reasons it may not are in the module docstring)."""
-    if packing_disabled() or not groups or not pools_ported():
+    if pools_mode() is PoolsMode.OFF or not groups or not pools_ported():
         return False
     if uncovered := sorted(forced_backends(vllm_config) - CARVED_BACKENDS):
         logger.info("KV pools not carved: the %s attention backend is not one whose kernels were compared on "
@@ -143,8 +146,9 @@ def _unpadded_group_spec(spec: Any) -> Any:
     return _unpadded(spec)
 
 
-def carve_kv_cache_config(config: Any, layout: Any) -> Any:
-    """The config with each narrow group's tensors strided by its slots; the config itself when none is narrow."""
+def carve_kv_cache_config(config: Any, layout: Any, only: set[int] | None = None) -> Any:
+    """The config with each narrow group's tensors strided by its slots (of the groups in `only`, when given); the
+    config itself when none is narrow."""
     if getattr(config, "slots_per_block", None) is not None or len(config.kv_cache_groups) < 2:
         return config
     tensors, groups, slots = list(config.kv_cache_tensors), list(config.kv_cache_groups), []
@@ -154,7 +158,8 @@ def carve_kv_cache_config(config: Any, layout: Any) -> Any:
         specs = layer_specs(group.kv_cache_spec)
         strides = {tensors[i].block_stride for i in owned}
         k = 1
-        if (owned and len(strides) == 1 and not group.host_resident and all(map(carvable, specs))
+        wanted = only is None or group_id in only
+        if (owned and wanted and len(strides) == 1 and not group.host_resident and all(map(carvable, specs))
                 and all(names.issuperset(tensors[i].layers) for i in owned)):
             stride = strides.pop()
             alignment = math.lcm(SLOT_ALIGNMENT, *(s.get_block_stride_alignment() for s in specs))
@@ -179,15 +184,32 @@ def carve_kv_cache_config(config: Any, layout: Any) -> Any:
     return pooled
 
 
-def carve_kv_cache_configs(vllm_config: Any, configs: list) -> list:
-    """Every worker's config carved alike (the engine core's hook, after vLLM planned them)."""
+def pools_pending(vllm_config: Any, config: Any) -> bool:
+    """Whether, by default (auto), the engine would self-test pools on this stock plan before carving it (not where
+    the plan zeroes new blocks: kv_pools_auto.py keeps those stock without asking)."""
+    if (pools_mode() is not PoolsMode.AUTO or getattr(config, "needs_kv_cache_zeroing", False)
+            or not pools_apply(vllm_config, config.kv_cache_groups)):
+        return False
+    return carve_kv_cache_config(config, vllm_config.cache_config.get_resolved_kv_cache_layout()) is not config
+
+
+def carve_kv_cache_configs(vllm_config: Any, configs: list, executor: Any = None) -> list:
+    """Every worker's config carved alike (the engine core's hook, after vLLM planned them). In auto mode only the
+    groups whose kernels pass the self-test on every worker of `executor` are carved (kv_pools_auto.py)."""
     if not configs or not pools_apply(vllm_config, configs[0].kv_cache_groups):
         return configs
     layout = vllm_config.cache_config.get_resolved_kv_cache_layout()
     carved = [carve_kv_cache_config(config, layout) for config in configs]
-    slots = getattr(carved[0], "slots_per_block", ())
-    if any(k > 1 for k in slots):
-        logger.info("KV pools per page size: slots per shared block by KV group %s", slots)
+    if carved[0] is configs[0]:
+        return configs
+    if pools_mode() is PoolsMode.AUTO:
+        from vllm._fork.kv_pools_auto import self_tested_groups
+
+        passed = self_tested_groups(executor, configs[0], carved[0], layout)
+        if not passed:
+            return configs
+        carved = [carve_kv_cache_config(config, layout, passed) for config in configs]
+    logger.info("KV pools per page size: slots per shared block by KV group %s", carved[0].slots_per_block)
     return carved
 
 

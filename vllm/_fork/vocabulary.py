@@ -70,6 +70,22 @@ class Evidence(StrEnum):
     NONE = "none"
 
 
+class PoolsMode(StrEnum):
+    """VLLM_FORK_KV_POOLS: when the KV pools per page size carve the plan (docs/kv-pools.md)."""
+
+    AUTO = "auto"  # the default: attention groups whose kernels passed the start-up self-test on every rank
+    ON = "on"  # every carvable group, and the planner's regrouping and draft packing, without a self-test
+    OFF = "off"  # stock vLLM's plan
+
+
+class SelfTestStatus(StrEnum):
+    """One carved KV group's start-up self-test result (vllm/_fork/kv_pools_selftest.py)."""
+
+    PASSED = "passed"  # bytes where the design puts them, sentinels intact, reads bitwise equal to the stock block's
+    FAILED = "failed"  # a mismatch or an error: the whole engine keeps the stock plan
+    NOT_COVERED = "not covered"  # no comparison for its kernels (Mamba states, another backend): the group stays stock
+
+
 class CheckStatus(StrEnum):
     """One spec-check check's result; UNKNOWN means it could not decide, which never reads as "will start"."""
 

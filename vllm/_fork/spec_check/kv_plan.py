@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 import types
 
+from vllm._fork.kv_pools_plan import pools_pending
 from vllm._fork.spec_check.checks import one_line
 from vllm._fork.spec_check.findings import FAIL, INFO, PASS, Finding, Refused
 from vllm._fork.spec_check.kv_groups import breakdowns
@@ -53,6 +54,10 @@ class _PlannedExecutor:
 
     def initialize_from_config(self, configs):
         self.configs = configs
+
+    def collective_rpc(self, method, args=(), **kwargs):
+        """No worker has a device here: the KV pools' start-up self-test reports no group, so auto plans stock's."""
+        return [[]]
 
     def compile_or_warm_up_model(self):
         return 0.0
@@ -179,12 +184,13 @@ def plan(vllm_config, kv_memory: int | None) -> dict:
         except ValueError as exc:  # check_enough_kv_cache_memory: one request at max_model_len does not fit
             raise PlannerRefused(one_line(exc)) from exc
         planned = breakdowns(vllm_config, worker_config, specs)  # the worker's groups hold every layer's own spec
+        pending = pools_pending(vllm_config, worker_config)
     finally:  # a batch of checks (tests/scripts/spec_check_batch.py) plans again in this process
         release_one_rank()
     return {"tokens": vllm_config.cache_config.kv_cache_size_tokens, "blocks": scheduler_config.num_blocks,
             "breakdowns": planned,
             "draft_block_sizes": sorted({row.block_size for row in planned[0].groups if row.draft}),
-            "groups": len(scheduler_config.kv_cache_groups), "block_size": vllm_config.cache_config.block_size,
+            "groups": len(scheduler_config.kv_cache_groups), "pools_pending": pending, "block_size": vllm_config.cache_config.block_size,
             "max_model_len": vllm_config.model_config.max_model_len, "available": kv_memory, "weights": weights,
             "concurrency": get_max_concurrency_for_kv_cache_config(vllm_config, scheduler_config)}
 
@@ -239,4 +245,8 @@ def kv_plan_findings(vllm_config, args, stand_in: bool, rebuild=None) -> list[Fi
                    data={"available_bytes": result["available"],
                          "requests": [b.as_dict() for b in result["breakdowns"]]})
     replayssm = _replayssm_finding(vllm_config, args, rebuild, result["breakdowns"])
-    return [line] + capacity_findings(result["breakdowns"], replayssm is not None) + [replayssm] * bool(replayssm)
+    pools = Finding(NAME, INFO, "this is the stock plan: by default (VLLM_FORK_KV_POOLS=auto) the engine carves KV "
+                    "pools per page size for the attention groups whose kernels pass its start-up self-test on the "
+                    "GPU (its log says which); VLLM_FORK_KV_POOLS=on shows the carved plan here")
+    return ([line] + capacity_findings(result["breakdowns"], replayssm is not None) + [replayssm] * bool(replayssm)
+            + [pools] * result["pools_pending"])
