@@ -9,6 +9,7 @@ engine with one warning line naming the group, the kernel and the bytes; the sel
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from vllm._fork.kv_pools_kernels import AttentionKernels, NotCovered
@@ -62,7 +63,9 @@ def self_tested_groups(executor: Any, stock: Any, carved: Any, layout: Any) -> s
         logger.info("KV pools not carved: this plan zeroes new blocks (KVBlockZeroer), and no self-test covers the "
                     "zeroer on carved slots; stock KV plan (VLLM_FORK_KV_POOLS=on carves without the self-test)")
         return set()
+    started = time.perf_counter()
     ranks = _run_everywhere(executor, stock, carved, layout)
+    seconds = time.perf_counter() - started
     if isinstance(ranks, str):
         logger.warning("KV pools not carved: their start-up self-test did not run (%s); stock KV plan", ranks)
         return set()
@@ -78,6 +81,6 @@ def self_tested_groups(executor: Any, stock: Any, carved: Any, layout: Any) -> s
         logger.info("KV pools: %s stays stock (%s)", f"KV group {result.group}", result.detail)
     passed = {result.group for _, result in results if result.status is SelfTestStatus.PASSED} - set(uncovered)
     if passed:
-        logger.info("KV pools' start-up self-test passed on %d worker(s) for KV groups %s (%s)", len(ranks),
-                    sorted(passed), ", ".join(sorted({r.kernel for _, r in results if r.group in passed})))
+        logger.info("KV pools' start-up self-test passed on %d worker(s) for KV groups %s (%s) in %.2f s", len(ranks),
+                    sorted(passed), ", ".join(sorted({r.kernel for _, r in results if r.group in passed})), seconds)
     return passed
