@@ -355,3 +355,26 @@ def test_a_kernel_comparison_that_cannot_run_fails_its_scenario_with_the_reason(
     assert gpu_check.main(["--only", gpu_check.KERNELS, "--out", str(tmp_path)]) == 1
     report = json.loads((tmp_path / "report.json").read_text())["scenarios"][gpu_check.KERNELS]
     assert report["ok"] is False and report["problems"][0].startswith("kv_pools_kernel_check.py --backend TRITON_ATTN exited ")
+
+
+def test_the_default_pools_scenario_runs_under_auto_and_needs_the_self_tests_line():
+    """glm4-dflash-wide-window-auto: the speculative engine under VLLM_FORK_KV_POOLS=auto (gpu-check opts the other
+    scenarios in), the same engine under the off switch; the verdict wants a carved plan and the self-test's line,
+    and quotes the warning the engine gave instead."""
+    import gpu_check
+    import gpu_scenarios
+
+    roles = gpu_check.jobs_for(gpu_scenarios.BY_NAME["glm4-dflash-wide-window-auto"], Path("/w"), Path("/l"), {})
+    assert roles["spec"].request["env"] == {"VLLM_FORK_KV_POOLS": "auto"}
+    assert roles["packing_off"].request["env"] == {"VLLM_FORK_DISABLE_KV_PACKING": "1"}
+    stock = {"type": "KVCacheConfig", "groups": [{"slots": 1}] * 9, "num_blocks": 209715,
+             "kv_cache_size_tokens": 1481021}
+    carved = dict(stock, type="PooledKVCacheConfig", groups=[{"slots": 2}] * 8 + [{"slots": 1}],
+                  kv_cache_size_tokens=2651211)
+    passed = "INFO [kv_pools_auto.py:84] KV pools' start-up self-test passed on 1 worker(s) for KV groups [0] ..."
+    off = {"kv_config": stock, "log_text": ""}
+    assert gpu_check.v.auto_pools_verdict({"kv_config": carved, "log_text": passed}, off) == []
+    warned = "WARNING KV pools not carved: their start-up self-test failed on rank 0: KV group 0: FLASH_ATTN read: x"
+    problems = gpu_check.v.auto_pools_verdict({"kv_config": stock, "log_text": warned}, off)
+    assert problems[0].startswith("pools (auto): no group carved: a KVCacheConfig")
+    assert problems[-1].endswith(f"it says: {warned}")

@@ -5,8 +5,9 @@ The engine plan (gpu_plan.py: order, limits, the estimate against the 10-minute 
 stops there. The GLM text base runs first and alone (the warm-up that compiles into the shared caches).
 Engines (gpu_engine.py, one process each, up to N at once, sharing compile and JIT caches): per random-weights
 scenario the target without speculation (greedy, top-5 logprobs, fp32 lm_head; shared by scenarios with the same
-target, KV dtype and prompts), the speculative engine, and for packed scenarios the same with
-VLLM_FORK_DISABLE_KV_PACKING=1. Per constructed scenario the speculative engine (the prefix scenario with prefix
+target, KV dtype and prompts), the speculative engine, and for packed and pools scenarios the same with
+VLLM_FORK_DISABLE_KV_PACKING=1 (the auto scenario's speculative engine runs under the default, VLLM_FORK_KV_POOLS=auto,
+and must say its start-up self-test passed). Per constructed scenario the speculative engine (the prefix scenario with prefix
 caching off and on). DIR/report.json and DIR/table.txt are rewritten after every scenario; a scenario's failure
 keeps its traceback and the versions. Exit 0 all passed, 1 a scenario failed, 2 bad input, 3 internal error.
 Never run here: this project has no GPU (docs/gpu-check.md).
@@ -34,8 +35,8 @@ import gpu_scenarios  # noqa: E402
 import gpu_verdicts as v  # noqa: E402
 from gpu_engine import HIGH, LOW  # noqa: E402  (the prompt ids the checkpoints' tokenizer holds)
 
-from vllm._fork.kv_pages import DISABLE_ENV, pools_proven  # noqa: E402
-from vllm._fork.vocabulary import Exit  # noqa: E402
+from vllm._fork.kv_pages import DISABLE_ENV, POOLS_ENV, pools_proven  # noqa: E402
+from vllm._fork.vocabulary import Exit, PoolsMode  # noqa: E402
 
 BACKEND_LINE = re.compile(r"Using (\S+) attention backend")
 OFF = {DISABLE_ENV: "1"}
@@ -142,7 +143,9 @@ def jobs_for(scenario, work: Path, logs: Path, shared: dict) -> dict:
                                    logs / f"base-{'-'.join(key)}.log")
     request = {"engine": spec_engine, **request_prompts(key[2]), "sharpen": True}
     roles = {"base": shared[key], "spec": job("spec", request)}
-    if scenario.packed or scenario.pools:  # the same engine under the off switch: stock's plan
+    if scenario.auto_pools:  # the fork's default, whatever gpu-check opts the other scenarios into
+        roles["spec"] = job("spec", dict(request, env={POOLS_ENV: PoolsMode.AUTO.value}))
+    if scenario.packed or scenario.pools or scenario.auto_pools:  # the same engine under the off switch: stock's plan
         roles["packing_off"] = job("packing-off", dict(request, env=OFF))
     return roles
 
@@ -175,6 +178,8 @@ def verdict(scenario, runs: dict) -> list[str]:
     if scenario.pools:  # where the engine says the pools are not ported (0.34.0): opting in must keep stock's plan
         gated = not pools_proven() and GATED_LOG in runs["spec"].get("log_text", "")
         problems += (pools_gated_verdict if gated else v.pools_verdict)(runs["spec"], runs["packing_off"])
+    if scenario.auto_pools:
+        problems += v.auto_pools_verdict(runs["spec"], runs["packing_off"])
     if scenario.prefix_ab:
         problems += v.prefix_cache_problems(runs["prefix_on"], runs["spec"])
     return problems

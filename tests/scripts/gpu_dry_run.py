@@ -54,8 +54,11 @@ def check_plan(scenario, fork: dict, stock: dict) -> None:
 def check_pools(scenario, on: dict, off: dict) -> None:
     """gpu-check's pools rules that need no GPU, on the Schedulers built for both arms: the KV configs, a pool per
     carved group, and the same prefix hits for gpu-check's prompts."""
-    from gpu_verdicts import pools_plan_problems
+    from gpu_verdicts import auto_plan_problems, pools_plan_problems
 
+    if scenario.auto_pools:  # planned as `on`: what the default carves once its self-test passes on the GPU
+        if problems := auto_plan_problems(on["kv_config"], off["kv_config"]):
+            raise Finding(problems[0])
     if not scenario.pools:
         return
     problems = pools_plan_problems(on["kv_config"], off["kv_config"])

@@ -111,6 +111,9 @@ class Scenario:
     # The fork must carve KV pools per page size here (prefix caching on): shared-prefix prompts, and the same
     # engine again with VLLM_FORK_DISABLE_KV_PACKING=1 (docs/kv-pools.md).
     pools: bool = False
+    # The fork's default (VLLM_FORK_KV_POOLS=auto) carves here once the start-up self-test passes on the GPU's own
+    # attention kernels: the engine runs under auto, and again with VLLM_FORK_DISABLE_KV_PACKING=1.
+    auto_pools: bool = False
     draft_kinds: tuple = ("attention",)
     speculator: str = ""  # the class Model Runner V2 must draft with (init_speculator's choice)
     constructed: bool = False  # gpu_constructed.py weights: exact tokens, acceptance floor
@@ -155,6 +158,12 @@ SCENARIOS: list[Scenario] = [
                                                     "num_speculative_tokens": 3}, speculator="DSparkSpeculator"),
     Scenario("glm4-eagle3", "glm4", {"method": "eagle3", "model": "{root}/eagle3", "num_speculative_tokens": 3},
              {"load_format": "auto", "max_model_len": 1024}, speculator="EagleSpeculator"),
+    # The CPU engine's KV pools pair (tests/test_cpu_e2e.py): the drafter's wide pages pad the target's, so the default
+    # self-tests FlashAttention's kernels on a carved slot, then carves the target's groups (random weights wide
+    # enough that a misread changes the tokens).
+    Scenario("glm4-dflash-wide-window-auto", "glm4", {"method": "dflash", "model": "{root}/dflash_wide_window",
+                                                      "num_speculative_tokens": 3},
+             {"load_format": "auto", "max_model_len": 1024}, speculator="DFlashSpeculator", auto_pools=True),
     # Constructed weights: target and drafter compute the same map, so acceptance must reach the floor. Nothing
     # here is packed: beside the Llama target's pages stock already gives the drafters' window groups twice the
     # tokens per block, so the stride holds no padding (packing needs a block-outermost pool, as GLM's).
@@ -219,5 +228,6 @@ def write(root: Path) -> Path:
     _folder(root, "k3_dspark", K3_DSPARK, tokenizer=False)
     _tiny_models().glm4(root / "glm4")
     _tiny_models().eagle3(root / "eagle3")
+    _tiny_models().dflash_wide_window(root / "dflash_wide_window")
     gpu_constructed.write(root)
     return root

@@ -154,6 +154,34 @@ def pools_plan_problems(on: dict, off: dict) -> list[str]:
     return problems
 
 
+AUTO_LOG = "KV pools' start-up self-test passed on"
+
+
+def auto_plan_problems(on: dict, off: dict) -> list[str]:
+    """Two scheduler KV configs: some group carved (what the default carves once its self-test passes), stock's
+    under the off switch, the same shared blocks, more KV tokens."""
+    slots = [g["slots"] for g in on["groups"]]
+    problems = [] if on["type"] == "PooledKVCacheConfig" and max(slots) > 1 else [
+        f"no group carved: a {on['type']} with slots per block {slots}"]
+    if off["type"] != "KVCacheConfig" or any(g["slots"] > 1 for g in off["groups"]):
+        problems.append(f"VLLM_FORK_DISABLE_KV_PACKING=1 ignored: a {off['type']} with slots "
+                        f"{[g['slots'] for g in off['groups']]}")
+    if on["num_blocks"] != off["num_blocks"] or not (on["kv_cache_size_tokens"] or 0) > (off["kv_cache_size_tokens"]
+                                                                                         or 0):
+        problems.append(f"{on['num_blocks']} shared blocks and {on['kv_cache_size_tokens']} KV tokens carved, "
+                        f"{off['num_blocks']} and {off['kv_cache_size_tokens']} stock (same blocks, more tokens)")
+    return problems
+
+
+def auto_pools_verdict(on: dict, off: dict) -> list[str]:
+    """The default's A/B: the self-test passed on this GPU's kernels and the plan is carved; stock's without."""
+    problems = [f"pools (auto): {p}" for p in auto_plan_problems(on["kv_config"], off["kv_config"])]
+    if AUTO_LOG not in on.get("log_text", ""):
+        warned = [line for line in on.get("log_text", "").splitlines() if "KV pools not carved" in line]
+        problems.append(f"pools (auto): no log line '{AUTO_LOG} ...'" + (f"; it says: {warned[0]}" if warned else ""))
+    return problems
+
+
 def pools_verdict(on: dict, off: dict) -> list[str]:
     """Both engines of the pools A/B: their KV configs, the log line, and the same prefix-cache hits."""
     problems = pools_plan_problems(on["kv_config"], off["kv_config"])
