@@ -78,7 +78,7 @@ def self_tested_groups(executor: Any, stock: Any, carved: Any, layout: Any) -> s
         return set()
     uncovered = {result.group: result for _, result in results if result.status is SelfTestStatus.NOT_COVERED}
     for result in uncovered.values():
-        logger.info("KV pools: %s stays stock (%s)", f"KV group {result.group}", result.detail)
+        logger.info("KV pools: KV group %d stays stock (%s)", result.group, result.detail)
     passed = {result.group for _, result in results if result.status is SelfTestStatus.PASSED} - set(uncovered)
     if passed:
         logger.info("KV pools' start-up self-test passed on %d worker(s) for KV groups %s (%s) in %.2f s", len(ranks),
