@@ -148,6 +148,9 @@ def fork_runs(cpu_python, models, fork_tree) -> dict:
 
     pool = {"kv_cache_memory_bytes": 20 * tiny_models.WIDE_BLOCK_BYTES}
     runs |= {name: (POOLS.target, POOLS.speculative, pool, env, plant) for name, (env, plant) in POOL_RUNS.items()}
+    # Two workers in processes of their own (TP 2, one core each): the self-test goes to both by collective_rpc.
+    runs["kv-pools-auto-tp2"] = (POOLS.target, POOLS.speculative, pool | {"tensor_parallel_size": 2},
+                                 AUTO | {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}, None)
     return _runs(cpu_python, models, fork_tree, runs)
 
 
@@ -240,6 +243,16 @@ def test_kv_pools_pass_their_self_test_and_serve_the_stock_plans_tokens(fork_run
                      r"in [\d.]+ s", on["log"])
     assert "KV pools per page size: KV groups" in on["log"] and "KV pools per page size" not in off["log"]
     assert on["kv_cache_tokens"] > 1.5 * off["kv_cache_tokens"]
+
+
+def test_kv_pools_self_test_runs_on_every_worker_of_a_tp2_engine(fork_runs):
+    """TP 2 on the CPU: the engine core sends the self-test to two worker processes (the callable, both plans and the
+    results pickled across), both pass, the pools are carved, and the tokens are the stock plan's."""
+    tp2, off = fork_runs["kv-pools-auto-tp2"], fork_runs["kv-pools-off"]
+    assert tp2["ok"], f"{tp2['error']}\n{tp2['log'][-3000:]}"
+    assert "KV pools' start-up self-test passed on 2 worker(s)" in tp2["log"]
+    assert "KV pools per page size: KV groups" in tp2["log"]
+    assert tp2["tokens"] == off["tokens"]
 
 
 @pytest.mark.parametrize("plant", SELF_TEST_PLANTS)
