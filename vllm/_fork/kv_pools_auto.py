@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from vllm._fork.kv_pools_kernels import AttentionKernels, NotCovered
-from vllm._fork.kv_pools_selftest import GroupResult, check_plan
+from vllm._fork.kv_pools_selftest import GroupResult, check_plan, error_line
 from vllm._fork.vocabulary import SelfTestStatus
 
 logger = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def _run_everywhere(executor: Any, stock: Any, carved: Any, layout: Any) -> list
     try:
         return executor.collective_rpc(self_test_on_worker, args=(stock, carved, layout))
     except Exception as error:  # noqa: BLE001  a self-test that cannot run keeps the stock plan, never the engine down
-        return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
+        return error_line(error)
 
 
 def self_tested_groups(executor: Any, stock: Any, carved: Any, layout: Any) -> set[int]:

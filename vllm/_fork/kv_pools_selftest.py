@@ -80,6 +80,11 @@ def _first_difference(got: torch.Tensor, want: torch.Tensor) -> str:
     return f"{differ.numel()} bytes differ, the first at byte {int(differ[0])}"
 
 
+def error_line(error: BaseException) -> str:
+    """An error as the self-test's lines quote it: its type and its message's first line."""
+    return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
+
+
 def _failed(group_id: int, kernel: str, detail: str) -> GroupResult:
     return GroupResult(group_id, SelfTestStatus.FAILED, kernel, detail)
 
@@ -150,6 +155,5 @@ def check_plan(stock: Any, carved: Any, layout: Any, device: Any, kernels_for: A
         except NotCovered as reason:
             results.append(GroupResult(group_id, SelfTestStatus.NOT_COVERED, "", str(reason)))
         except Exception as error:  # noqa: BLE001  any failure of the carved views or kernels is a finding
-            first = (str(error).splitlines() or [""])[0]
-            results.append(_failed(group_id, "views and kernels", f"{type(error).__name__}: {first}"))
+            results.append(_failed(group_id, "views and kernels", error_line(error)))
     return results
