@@ -57,9 +57,15 @@ def _run_everywhere(executor: Any, stock: Any, carved: Any, layout: Any) -> list
         return error_line(error)
 
 
+def zeroes_new_blocks(config: Any) -> bool:
+    """Whether the workers zero new blocks by id (vLLM 0.34.0's KVBlockZeroer: Mamba layers or mixed KV precision),
+    which no self-test covers on carved slots."""
+    return bool(getattr(config, "needs_kv_cache_zeroing", False))
+
+
 def self_tested_groups(executor: Any, stock: Any, carved: Any, layout: Any) -> set[int]:
     """The carved groups whose kernels passed on every worker; empty when the engine keeps the stock plan."""
-    if getattr(stock, "needs_kv_cache_zeroing", False):
+    if zeroes_new_blocks(stock):
         logger.info("KV pools not carved: this plan zeroes new blocks (KVBlockZeroer), and no self-test covers the "
                     "zeroer on carved slots; stock KV plan (VLLM_FORK_KV_POOLS=on carves without the self-test)")
         return set()

@@ -187,7 +187,9 @@ def carve_kv_cache_config(config: Any, layout: Any, only: set[int] | None = None
 def pools_pending(vllm_config: Any, config: Any) -> bool:
     """Whether, by default (auto), the engine would self-test pools on this stock plan before carving it (not where
     the plan zeroes new blocks: kv_pools_auto.py keeps those stock without asking)."""
-    if (pools_mode() is not PoolsMode.AUTO or getattr(config, "needs_kv_cache_zeroing", False)
+    from vllm._fork.kv_pools_auto import zeroes_new_blocks
+
+    if (pools_mode() is not PoolsMode.AUTO or zeroes_new_blocks(config)
             or not pools_apply(vllm_config, config.kv_cache_groups)):
         return False
     return carve_kv_cache_config(config, vllm_config.cache_config.get_resolved_kv_cache_layout()) is not config
