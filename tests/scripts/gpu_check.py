@@ -6,10 +6,10 @@ stops there. The GLM text base runs first and alone (the warm-up that compiles i
 Engines (gpu_engine.py, one process each, up to N at once, sharing compile and JIT caches): per random-weights
 scenario the target without speculation (greedy, top-5 logprobs, fp32 lm_head; shared by scenarios with the same
 target, KV dtype and prompts), the speculative engine, and for packed and pools scenarios the same with
-VLLM_FORK_DISABLE_KV_PACKING=1 (the auto scenario's speculative engine runs under the default, VLLM_FORK_KV_POOLS=auto,
-and must say its start-up self-test passed). Per constructed scenario the speculative engine (the prefix scenario with prefix
-caching off and on). DIR/report.json and DIR/table.txt are rewritten after every scenario; a scenario's failure
-keeps its traceback and the versions. Exit 0 all passed, 1 a scenario failed, 2 bad input, 3 internal error.
+VLLM_FORK_DISABLE_KV_PACKING=1 (the auto scenario's speculative engine runs under the default,
+VLLM_FORK_KV_POOLS=auto, and must say its start-up self-test passed). Per constructed scenario the speculative engine
+(the prefix scenario with prefix caching off and on). DIR/report.json and DIR/table.txt are rewritten after every
+scenario; a scenario's failure keeps its traceback and the versions. Exit 0 all passed, 1 a scenario failed, 2 bad input, 3 internal error.
 Never run here: this project has no GPU (docs/gpu-check.md).
 """
 
@@ -142,9 +142,9 @@ def jobs_for(scenario, work: Path, logs: Path, shared: dict) -> dict:
                                                              "logprobs": True, "sharpen": True},
                                    logs / f"base-{'-'.join(key)}.log")
     request = {"engine": spec_engine, **request_prompts(key[2]), "sharpen": True}
-    roles = {"base": shared[key], "spec": job("spec", request)}
-    if scenario.auto_pools:  # the fork's default, whatever gpu-check opts the other scenarios into
-        roles["spec"] = job("spec", dict(request, env={POOLS_ENV: PoolsMode.AUTO.value}))
+    # The auto scenario runs the fork's default, whatever gpu-check opts the other scenarios into.
+    auto = {"env": {POOLS_ENV: PoolsMode.AUTO.value}} if scenario.auto_pools else {}
+    roles = {"base": shared[key], "spec": job("spec", request | auto)}
     if scenario.packed or scenario.pools or scenario.auto_pools:  # the same engine under the off switch: stock's plan
         roles["packing_off"] = job("packing-off", dict(request, env=OFF))
     return roles
