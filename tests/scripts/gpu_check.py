@@ -9,7 +9,8 @@ target, KV dtype and prompts), the speculative engine, and for packed and pools 
 VLLM_FORK_DISABLE_KV_PACKING=1 (the auto scenario's speculative engine runs under the default,
 VLLM_FORK_KV_POOLS=auto, and must say its start-up self-test passed). Per constructed scenario the speculative engine
 (the prefix scenario with prefix caching off and on). DIR/report.json and DIR/table.txt are rewritten after every
-scenario; a scenario's failure keeps its traceback and the versions. Exit 0 all passed, 1 a scenario failed, 2 bad input, 3 internal error.
+scenario; a scenario's failure keeps its traceback and the versions. Exit 0 all passed, 1 a scenario failed, 2 bad
+input, 3 internal error.
 Never run here: this project has no GPU (docs/gpu-check.md).
 """
 
