@@ -118,11 +118,31 @@ def test_a_plan_that_zeroes_new_blocks_is_not_self_tested(auto):
     assert planned is stock and workers.asked == []
 
 
-def test_on_carves_every_group_without_asking_the_workers(auto, monkeypatch):
+def test_on_runs_no_self_test_but_keeps_a_group_on_another_backend_stock(auto, monkeypatch, caplog):
+    """VLLM_FORK_KV_POOLS=on: the workers only name their attention layers' backends; a group on a backend vLLM fell
+    back to by itself (FLEX_ATTENTION sizes its block map by the shared block count) stays stock, the other is
+    carved, and one line says why."""
     monkeypatch.setenv(POOLS_ENV, "on")
-    workers = Workers(error=AssertionError("the self-test must not run with VLLM_FORK_KV_POOLS=on"))
-    _, (carved,) = _carve(workers)
-    assert carved.slots_per_block == (2, 4, 1) and workers.asked == []
+    workers = Workers({0: "FLASH_ATTN", 1: "FLEX_ATTENTION"}, {0: "FLASH_ATTN", 1: "FLEX_ATTENTION"})
+    with caplog.at_level(logging.INFO, logger=kv_pools_auto.__name__):
+        _, (carved,) = _carve(workers)
+    assert workers.asked == [kv_pools_auto.attention_backends_on_worker]
+    assert carved.slots_per_block == (2, 1, 1)
+    assert [r.getMessage() for r in caplog.records] == [
+        ("KV pools: KV group 1 stays stock: its layers run on FLEX_ATTENTION, not one of CPU_ATTN, FLASH_ATTN, "
+         "TRITON_ATTN")]
+
+
+def test_on_carves_every_group_whose_layers_run_on_a_known_backend(auto, monkeypatch):
+    monkeypatch.setenv(POOLS_ENV, "on")
+    _, (carved,) = _carve(Workers({0: "CPU_ATTN", 1: "CPU_ATTN"}))
+    assert carved.slots_per_block == (2, 4, 1)
+
+
+def test_on_keeps_the_stock_plan_when_the_workers_cannot_be_asked(auto, monkeypatch):
+    monkeypatch.setenv(POOLS_ENV, "on")
+    stock, (planned,) = _carve(Workers(error=RuntimeError("a worker died")))
+    assert planned is stock
 
 
 @pytest.mark.parametrize("mode, zeroes, pending", [("auto", False, True), ("auto", True, False), ("on", False, False),

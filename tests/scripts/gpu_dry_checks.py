@@ -91,8 +91,11 @@ class _StandInExecutor:
     def compile_or_warm_up_model(self) -> None:
         """Compilation, CUDA graph capture and warm-up: the first kernels, where the dry run ends."""
 
-    def collective_rpc(self, *args, **kwargs):
-        return [None]
+    def collective_rpc(self, method, timeout=None, args=(), kwargs=None, **more):
+        """As one worker without a device: the KV pools' backend question from the meta-built layers, nothing else."""
+        from vllm._fork.kv_pools_auto import answer_without_device
+
+        return [answer_without_device(method, self, args)]
 
 
 class _StandInCore:

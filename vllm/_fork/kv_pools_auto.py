@@ -4,6 +4,8 @@ The engine core has planned and carved; each worker then runs its own attention 
 model runner built, on the worker's device) on a carved slot and on the stock block (kv_pools_selftest.py). Only
 groups that pass on every worker are carved. Any mismatch or error, on any worker, keeps the stock plan for the whole
 engine with one warning line naming the group, the kernel and the bytes; the self-test itself never stops the engine.
+With VLLM_FORK_KV_POOLS=on no kernel runs, but the workers still name their attention layers' backends, so that a
+backend vLLM fell back to by itself (FLEX_ATTENTION) is never carved.
 """
 
 from __future__ import annotations
@@ -13,10 +15,14 @@ import time
 from typing import Any
 
 from vllm._fork.kv_pools_kernels import AttentionKernels, NotCovered
-from vllm._fork.kv_pools_selftest import GroupResult, check_plan, error_line
+from vllm._fork.kv_pools_selftest import GroupResult, attention_spec, check_plan, error_line, spec_of
 from vllm._fork.vocabulary import SelfTestStatus
 
 logger = logging.getLogger(__name__)
+
+
+def _backend(layer: Any) -> Any:
+    return layer.get_attn_backend() if hasattr(layer, "get_attn_backend") else layer.attn_backend
 
 
 def _kernels_for(worker: Any, carved: Any, device: Any):
@@ -29,7 +35,7 @@ def _kernels_for(worker: Any, carved: Any, device: Any):
         layer = layers.get(name)
         if layer is None or not hasattr(layer, "impl"):
             raise NotCovered(f"{name}: not an attention layer this worker built")
-        backend = layer.get_attn_backend() if hasattr(layer, "get_attn_backend") else layer.attn_backend
+        backend = _backend(layer)
         kernels = AttentionKernels(backend.get_name(), spec, layer)
         if kernels.backend == "CPU_ATTN":
             kernels.isa = backend.get_builder_cls()(spec, [name], worker.vllm_config, device).isa
@@ -52,9 +58,12 @@ def _run_everywhere(executor: Any, stock: Any, carved: Any, layout: Any) -> list
     if executor is None:
         return "no workers to run it on"
     try:
-        return executor.collective_rpc(self_test_on_worker, args=(stock, carved, layout))
+        ranks = executor.collective_rpc(self_test_on_worker, args=(stock, carved, layout))
     except Exception as error:  # noqa: BLE001  a self-test that cannot run keeps the stock plan, never the engine down
         return error_line(error)
+    if not all(isinstance(found, list) for found in ranks):
+        return f"a worker answered {ranks!r} instead of its results"
+    return ranks
 
 
 def zeroes_new_blocks(config: Any) -> bool:
@@ -90,3 +99,37 @@ def self_tested_groups(executor: Any, stock: Any, carved: Any, layout: Any) -> s
         logger.info("KV pools' start-up self-test passed on %d worker(s) for KV groups %s (%s) in %.2f s", len(ranks),
                     sorted(passed), ", ".join(sorted({r.kernel for _, r in results if r.group in passed})), seconds)
     return passed
+
+
+def attention_backends_on_worker(worker: Any, carved: Any) -> dict[int, str]:
+    """Run on each worker by collective_rpc (VLLM_FORK_KV_POOLS=on): the attention backend of each carved plain
+    attention group, from the group's first layer as this worker built it."""
+    layers = worker.vllm_config.compilation_config.static_forward_context
+    found = {}
+    for group_id, group in enumerate(carved.kv_cache_groups):
+        name = group.layer_names[0] if group.layer_names else ""
+        if carved.group_slots(group_id) > 1 and attention_spec(spec_of(carved, group_id, name)) and name in layers:
+            found[group_id] = _backend(layers[name]).get_name()
+    return found
+
+
+def groups_on_other_backends(executor: Any, carved: Any, backends: frozenset) -> set[int] | None:
+    """The carved attention groups some worker runs on a backend outside `backends` (a fallback vLLM picked by
+    itself); None, with a warning, when the workers cannot be asked."""
+    try:
+        ranks = executor.collective_rpc(attention_backends_on_worker, args=(carved,))
+        other = {group: name for rank in ranks for group, name in dict(rank).items() if name not in backends}
+    except Exception as error:  # noqa: BLE001  a question that cannot be asked keeps the stock plan
+        logger.warning("KV pools not carved: the workers could not say their attention backends (%s); stock KV plan",
+                       error_line(error))
+        return None
+    for group, name in sorted(other.items()):
+        logger.info("KV pools: KV group %d stays stock: its layers run on %s, not one of %s", group, name,
+                    ", ".join(sorted(backends)))
+    return set(other)
+
+
+def answer_without_device(method: Any, worker: Any, args: tuple) -> Any:
+    """A planning stand-in's answer (spec-check, the dry run) for one worker: the backend question from its meta-built
+    layers, as a worker would answer it; no self-test result (the kernels need the device)."""
+    return method(worker, *args) if method is attention_backends_on_worker else []

@@ -197,20 +197,30 @@ def pools_pending(vllm_config: Any, config: Any) -> bool:
 
 def carve_kv_cache_configs(vllm_config: Any, configs: list, executor: Any = None) -> list:
     """Every worker's config carved alike (the engine core's hook, after vLLM planned them). In auto mode only the
-    groups whose kernels pass the self-test on every worker of `executor` are carved (kv_pools_auto.py)."""
+    groups whose kernels pass the self-test on every worker of `executor` are carved, with `on` those whose layers
+    run on CARVED_BACKENDS there (kv_pools_auto.py)."""
     if not configs or not pools_apply(vllm_config, configs[0].kv_cache_groups):
         return configs
     layout = vllm_config.cache_config.get_resolved_kv_cache_layout()
     carved = [carve_kv_cache_config(config, layout) for config in configs]
     if carved[0] is configs[0]:
         return configs
+    slotted = {group for group, k in enumerate(carved[0].slots_per_block) if k > 1}
     if pools_mode() is PoolsMode.AUTO:
         from vllm._fork.kv_pools_auto import self_tested_groups
 
-        passed = self_tested_groups(executor, configs[0], carved[0], layout)
-        if not passed:
-            return configs
-        carved = [carve_kv_cache_config(config, layout, passed) for config in configs]
+        keep = self_tested_groups(executor, configs[0], carved[0], layout)
+    elif executor is not None:  # on: no self-test, but no group on a backend the pools do not know either
+        from vllm._fork.kv_pools_auto import groups_on_other_backends
+
+        other = groups_on_other_backends(executor, carved[0], CARVED_BACKENDS)
+        keep = None if other is None else slotted - other
+    else:  # planned without an executor (the benchmarks): every carvable group
+        keep = slotted
+    if not keep:
+        return configs
+    if keep != slotted:
+        carved = [carve_kv_cache_config(config, layout, keep) for config in configs]
     logger.info("KV pools per page size: slots per shared block by KV group %s", carved[0].slots_per_block)
     return carved
 

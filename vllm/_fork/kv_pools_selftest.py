@@ -48,7 +48,8 @@ def _tensor_of(config: Any, layer: str) -> Any:
     return next(t for t in config.kv_cache_tensors if layer in t.layers)
 
 
-def _spec_of(config: Any, group_id: int, layer: str) -> Any:
+def spec_of(config: Any, group_id: int, layer: str) -> Any:
+    """The KV spec of one layer of a group (a uniform group holds one per layer)."""
     spec = config.kv_cache_groups[group_id].kv_cache_spec
     return getattr(spec, "kv_cache_specs", {layer: spec})[layer]
 
@@ -80,6 +81,13 @@ def _first_difference(got: torch.Tensor, want: torch.Tensor) -> str:
     return f"{differ.numel()} bytes differ, the first at byte {int(differ[0])}"
 
 
+def attention_spec(spec: Any) -> bool:
+    """Plain full or sliding-window attention: the specs whose kernels the comparison runs (exact types)."""
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
+
+    return type(spec) in (FullAttentionSpec, SlidingWindowSpec)
+
+
 def error_line(error: BaseException) -> str:
     """An error as the self-test's lines quote it: its type and its message's first line."""
     return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
@@ -93,7 +101,7 @@ def check_attention_group(stock: Any, carved: Any, group_id: int, layout: Any, d
                           kernels: AttentionKernels, seed: int = 0) -> GroupResult:
     """The write and read kernels on stock block b and on the carved pool's last slot of lent block b."""
     layer = carved.kv_cache_groups[group_id].layer_names[0]
-    stock_spec, spec = _spec_of(stock, group_id, layer), _spec_of(carved, group_id, layer)
+    stock_spec, spec = spec_of(stock, group_id, layer), spec_of(carved, group_id, layer)
     stock_tensor = _tensor_of(stock, layer)
     stride, slots = stock_tensor.block_stride, carved.group_slots(group_id)
     mini_stock = replace(stock, num_blocks=SHARED_BLOCKS)
@@ -140,16 +148,14 @@ def check_plan(stock: Any, carved: Any, layout: Any, device: Any, kernels_for: A
     """Every carved group of `carved` (a PooledKVCacheConfig) against `stock`, the same plan before carving.
 
     `kernels_for(group_id, spec)` gives a group's AttentionKernels (raising NotCovered); by default TRITON_ATTN's."""
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
-
     kernels_for = kernels_for or (lambda group_id, spec: AttentionKernels("TRITON_ATTN", spec))
     results = []
     for group_id, group in enumerate(carved.kv_cache_groups):
         if carved.group_slots(group_id) == 1:
             continue
-        spec = _spec_of(carved, group_id, group.layer_names[0])
+        spec = spec_of(carved, group_id, group.layer_names[0])
         try:
-            if type(spec) not in (FullAttentionSpec, SlidingWindowSpec):
+            if not attention_spec(spec):
                 raise NotCovered(f"{type(spec).__name__}: no kernel comparison for this KV spec")
             results.append(check_attention_group(stock, carved, group_id, layout, device, kernels_for(group_id, spec)))
         except NotCovered as reason:

@@ -55,9 +55,12 @@ class _PlannedExecutor:
     def initialize_from_config(self, configs):
         self.configs = configs
 
-    def collective_rpc(self, method, args=(), **kwargs):
-        """No worker has a device here: the KV pools' start-up self-test reports no group, so auto plans stock's."""
-        return [[]]
+    def collective_rpc(self, method, timeout=None, args=(), kwargs=None, **more):
+        """The KV pools' questions as a worker without a device answers them: its meta-built layers' backends, and no
+        self-test result (so auto plans stock's)."""
+        from vllm._fork.kv_pools_auto import answer_without_device
+
+        return [answer_without_device(method, self.worker, args)]
 
     def compile_or_warm_up_model(self):
         return 0.0
