@@ -107,8 +107,10 @@ def attention_backends_on_worker(worker: Any, carved: Any) -> dict[int, str]:
     layers = worker.vllm_config.compilation_config.static_forward_context
     found = {}
     for group_id, group in enumerate(carved.kv_cache_groups):
-        name = group.layer_names[0] if group.layer_names else ""
-        if carved.group_slots(group_id) > 1 and attention_spec(spec_of(carved, group_id, name)) and name in layers:
+        if carved.group_slots(group_id) == 1:
+            continue
+        name = group.layer_names[0]
+        if attention_spec(spec_of(carved, group_id, name)) and name in layers:
             found[group_id] = _backend(layers[name]).get_name()
     return found
 
