@@ -5,7 +5,7 @@ For each carved attention group of a plan, a few shared blocks are laid out twic
 (the plan before carving) and carved (after it), each over a buffer filled with a sentinel byte. The same keys and
 values go into stock block `b` and into the carved pool's last slot of lent block `b` (ids from the block pool's own
 `slot_block_id`), through vLLM's own views (`create_kv_cache_views`, the carved config's `num_blocks_of`) and its own
-write kernel (`triton_reshape_and_cache_flash`). Where the bytes must land comes from the pools' design, not from the
+write kernel (kv_pools_kernels.py). Where the bytes must land comes from the pools' design, not from the
 views: slot `j` of block `b` is bytes `b * stride + j * stride / k` onward, holding what the stock block holds in its
 first `stride / k` bytes; every other byte must still be the sentinel. Then the group's read kernel (causal, with the
 group's window) reads both: the outputs must be bitwise equal, and close to attention computed from the keys
@@ -114,10 +114,9 @@ def check_attention_group(stock: Any, carved: Any, group_id: int, layout: Any, d
     raws = [torch.full(((SHARED_BLOCKS + 1) * stride,), SENTINEL, dtype=torch.int8, device=device) for _ in range(2)]
     stock_view = _views(mini_stock, stock_spec, stock_mini_tensor, layout, raws[0])
     carved_view = _views(mini_carved, spec, carved_mini_tensor, layout, raws[1])
-    last_id = kv_pools_blocks.slot_block_id(SHARED_BLOCKS - 1, slots - 1, slots)
-    if carved_view.shape[0] <= last_id:
+    if carved_view.shape[0] <= slot_id:  # the last slot of the last shared block: the highest id the pool hands out
         return _failed(group_id, "views", f"the carved views address {carved_view.shape[0]} blocks; the pool hands "
-                       f"out ids up to {last_id} ({SHARED_BLOCKS} shared blocks x {slots} slots)")
+                       f"out ids up to {slot_id} ({SHARED_BLOCKS} shared blocks x {slots} slots)")
     generator = torch.Generator(device="cpu").manual_seed(seed)
     shape = (spec.block_size, spec.num_kv_heads, spec.head_size)
     key, value = (torch.randn(shape, generator=generator).to(device=device, dtype=spec.dtype) for _ in range(2))
