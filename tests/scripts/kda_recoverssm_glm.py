@@ -5,11 +5,11 @@ Both paths are vLLM 0.34.0's. The stored-states path (GLM's `fused_recurrent_kda
 it: bounded gate computed in the kernel, sigmoid beta, q/k l2-normalised in the kernel) writes the state after every
 draft position to its own block. RecoverSSM (`kda_recoverssm_verify`, then `KDARecoverSSMCommitContext.commit`)
 keeps the committed state, records each position's correction, key and gate, and folds the accepted ones in after
-sampling. Request b accepts (b mod WINDOW) + 1 positions. Prints JSON: per state dtype, the largest differences of
-the verify outputs and of each request's committed state, their scales, and the same commit with one position
-fewer folded in (a planted off-by-one). The short convolution: after the window, GLM's path reads its conv history
-at the accepted offset (`causal_conv1d_update` with num_accepted_tokens), RecoverSSM's commit moves the history to
-the front and the next step reads it there; the next window's convolution outputs of both are compared.
+sampling. The comparison without prefix caching is the one the fork's start-up check runs on a GPU
+(`vllm._fork.recoverssm_check.compare`: outputs, committed states, the next window's convolution), here on the CPU,
+also with the commit one token short (a planted off-by-one). With prefix caching (the commit's align mode) every state
+block of each request's block table is compared with vLLM's align contract on GLM's stored states. Prints JSON per
+state dtype.
 """
 
 from __future__ import annotations
@@ -17,16 +17,20 @@ from __future__ import annotations
 import json
 import sys
 import types
+from dataclasses import asdict
 
 import torch
-
 import vllm.models.glm5next.nvidia.ops.third_party.kda.fused_recurrent as glm_recurrent
 from vllm.model_executor.layers.mamba.mamba_utils import is_conv_state_dim_first
-from vllm.model_executor.layers.mamba.ops.causal_conv1d import causal_conv1d_update
 from vllm.models.glm5next.nvidia.ops.third_party.kda import fused_recurrent_kda
-from vllm.models.kimi_k3.nvidia.ops.recoverssm import (KDARecoverSSMCommitContext, KDARecoverSSMRecords,
-                                                       kda_recoverssm_verify)
+from vllm.models.kimi_k3.nvidia.ops.recoverssm import (
+    KDARecoverSSMCommitContext,
+    KDARecoverSSMRecords,
+    kda_recoverssm_verify,
+)
 from vllm.triton_utils import tl
+
+from vllm._fork.recoverssm_check import CONV_WIDTH, compare
 
 # GLM's kernel calls flash-linear-attention's module-level alias of tl.exp, bound before the interpreter patches
 # tl; the same function reached through tl runs there.
@@ -36,20 +40,6 @@ LOWER_BOUND = -5.0  # GLM-5.3-Flash's linear_attn_config.gate_lower_bound
 # Align mode: the Mamba block size (at least one window) and the state blocks in each request's block table.
 ALIGN_BLOCK, COLUMNS = 8, 4
 ACTIVATIONS = torch.bfloat16
-CONV_WIDTH = 4  # linear_attn_config.short_conv_kernel_size
-
-
-def _conv_view(conv: torch.Tensor) -> torch.Tensor:
-    """(blocks, dim, state_len), the view causal_conv1d_update takes, whatever the layout vLLM stores."""
-    return conv if is_conv_state_dim_first() else conv.transpose(-1, -2)
-
-
-def _conv_step(x: torch.Tensor, conv: torch.Tensor, weight: torch.Tensor, slots: torch.Tensor, accepted: torch.Tensor,
-               query_start: torch.Tensor, window: int) -> torch.Tensor:
-    """One window of the short convolution, as both paths call it (silu, q|k|v packed)."""
-    return causal_conv1d_update(x, _conv_view(conv), weight, None, activation="silu", conv_state_indices=slots,
-                                num_accepted_tokens=accepted, query_start_loc=query_start, max_query_len=window,
-                                out=torch.empty_like(x))
 
 
 def _inputs(requests: int, window: int, heads: int, dim: int) -> dict:
@@ -77,29 +67,6 @@ def _stored_states(x: dict, window: int, dtype: torch.dtype) -> tuple[torch.Tens
     return out, blocks
 
 
-def _recover(x: dict, window: int, dtype: torch.dtype, accepted: torch.Tensor, planted: int, conv: torch.Tensor):
-    """RecoverSSM's path: (verify outputs, [committed states, conv states] as committed, and with `planted` added to
-    accepted); `conv` holds the window's conv states after the verify's convolution."""
-    requests, heads, dim = x["start"].shape[:3]
-    checkpoints = torch.zeros(1 + requests, heads, dim, dim, dtype=dtype)
-    checkpoints[1:] = x["start"].to(dtype)
-    slots = torch.arange(1, requests + 1, dtype=torch.int32)
-    records = KDARecoverSSMRecords.allocate(requests, heads, window, dim, ACTIVATIONS, torch.device("cpu"))
-    a_log = x["a_log"].reshape(heads).contiguous()  # Kimi's layout of the same parameter
-    out = kda_recoverssm_verify(x["q"], x["k"], x["v"], x["g"], x["beta"], a_log, x["dt_bias"], LOWER_BOUND,
-                                checkpoints, records, x["query_start"], slots, window)
-    committed = []
-    for shift in (0, planted):
-        states, conv_states = checkpoints.clone(), conv.clone()
-        layer = types.SimpleNamespace(kv_cache=(conv_states, states), recoverssm_records=records, A_log=a_log,
-                                      dt_bias=x["dt_bias"], local_num_heads=heads, head_dim=dim,
-                                      gate_lower_bound=LOWER_BOUND)
-        context = KDARecoverSSMCommitContext.create([layer], spec_query_len=window, max_num_reqs=requests)
-        context.commit((accepted + shift).to(torch.int32), slots, x["query_start"])
-        committed.append((states[1:], conv_states))
-    return out, committed[0], committed[1]
-
-
 def _aligned(x: dict, window: int, dtype: torch.dtype, accepted: torch.Tensor, computed: torch.Tensor,
              block: int, planted: int) -> tuple[torch.Tensor, torch.Tensor]:
     """RecoverSSM's commit in prefix-caching align mode: each request's block table of COLUMNS state blocks, its
@@ -113,8 +80,8 @@ def _aligned(x: dict, window: int, dtype: torch.dtype, accepted: torch.Tensor, c
     a_log = x["a_log"].reshape(heads).contiguous()
     kda_recoverssm_verify(x["q"], x["k"], x["v"], x["g"], x["beta"], a_log, x["dt_bias"], LOWER_BOUND, states,
                           records, x["query_start"], slots, window)
-    # The commit moves conv histories too; they are compared above, outside align mode, and not here.
-    conv = _conv_history(requests * COLUMNS, window, 3 * heads * dim, random=False)
+    # The commit moves conv histories too; compare() checks them outside align mode, not here.
+    conv = _conv_states(requests * COLUMNS, window, 3 * heads * dim)
     layer = types.SimpleNamespace(kv_cache=(conv, states), recoverssm_records=records, A_log=a_log,
                                   dt_bias=x["dt_bias"], local_num_heads=heads, head_dim=dim,
                                   gate_lower_bound=LOWER_BOUND)
@@ -135,71 +102,47 @@ def _aligned_expected(x: dict, blocks: torch.Tensor, window: int, dtype: torch.d
     for b in range(requests):
         n, a = int(computed[b]), int(accepted[b])
         expected[table[b, (n - 1) // block]] = x["start"][b].to(dtype)  # the block the window read from
-        after = lambda t: blocks[1 + b * window + t]  # noqa: E731  stored state after window position t
+        row = 1 + b * window  # stored state after window position t: blocks[row + t]
         boundary = (n // block + 1) * block
         if n + a >= boundary:
             crossed += 1
-            expected[table[b, boundary // block - 1]] = after(boundary - n - 1)
-        expected[table[b, (n + a - 1) // block]] = after(a - 1)
+            expected[table[b, boundary // block - 1]] = blocks[row + boundary - n - 1]
+        expected[table[b, (n + a - 1) // block]] = blocks[row + a - 1]
     return expected, crossed
 
 
-def _conv_history(requests: int, window: int, conv_dim: int, random: bool) -> torch.Tensor:
-    """Conv states in the layout vLLM stores them, each request's history of CONV_WIDTH - 1 inputs random or zero."""
-    conv = torch.zeros(1 + requests, conv_dim, CONV_WIDTH - 1 + window - 1, dtype=ACTIVATIONS)
-    conv = conv if is_conv_state_dim_first() else conv.transpose(-1, -2).contiguous()
-    if random:
-        _conv_view(conv)[1:, :, :CONV_WIDTH - 1] = torch.randn(requests, conv_dim, CONV_WIDTH - 1, dtype=ACTIVATIONS)
-    return conv
+def _conv_states(blocks: int, window: int, conv_dim: int) -> torch.Tensor:
+    """Zero conv states in the layout vLLM stores them (the align-mode commit moves them; they are not compared)."""
+    conv = torch.zeros(1 + blocks, conv_dim, CONV_WIDTH - 1 + window - 1, dtype=ACTIVATIONS)
+    return conv if is_conv_state_dim_first() else conv.transpose(-1, -2).contiguous()
 
 
-def compare(requests: int, window: int, heads: int, dim: int, dtype: torch.dtype, with_conv: bool) -> dict:
-    """Largest differences between the two paths, per request, with their scales; `with_conv`: also the next
-    window's convolution (the conv state does not depend on the recurrent state's dtype)."""
+def aligned(requests: int, window: int, heads: int, dim: int, dtype: torch.dtype) -> dict:
+    """Prefix-cache checkpoints (align mode): each request's window starts at another offset inside a block; per
+    request, the largest difference over its state blocks, as committed and with one token too few folded in."""
     torch.manual_seed(0)
     x = _inputs(requests, window, heads, dim)
     accepted = torch.tensor([b % window + 1 for b in range(requests)], dtype=torch.int32)
-    ones = torch.ones(requests, dtype=torch.int32)
-    slots = torch.arange(1, requests + 1, dtype=torch.int32)
-    # The window's convolution from a random history, then the next window's, both in GLM's packed q|k|v width.
-    conv_dim, tokens = 3 * heads * dim, requests * window
-    conv = _conv_history(requests, window, conv_dim, random=with_conv)
-    if with_conv:
-        weight = torch.randn(conv_dim, CONV_WIDTH, dtype=torch.float32) * 0.5
-        window_x, next_x = (torch.randn(tokens, conv_dim, dtype=ACTIVATIONS) for _ in range(2))
-        _conv_step(window_x, conv, weight, slots, ones, x["query_start"], window)
-
-    stored_out, blocks = _stored_states(x, window, dtype)
-    out, (committed, conv_committed), (off_by_one, conv_off_by_one) = _recover(x, window, dtype, accepted, -1, conv)
-    expected = torch.stack([blocks[1 + b * window + int(accepted[b]) - 1] for b in range(requests)]).float()
-    result = {"output_error": (out.float() - stored_out.float()).abs().max().item(),
-              "output_scale": stored_out.float().abs().max().item(),
-              "accepted": accepted.tolist(),
-              "state_error": (committed.float() - expected).abs().amax(dim=(1, 2, 3)).tolist(),
-              "state_scale": expected.abs().amax(dim=(1, 2, 3)).tolist(),
-              "planted_state_error": (off_by_one.float() - expected).abs().amax(dim=(1, 2, 3)).tolist()}
-    # Prefix-cache checkpoints (align mode): each request's window starts at another offset inside a block.
+    _, blocks = _stored_states(x, window, dtype)
     computed = torch.tensor([ALIGN_BLOCK * 2 + (3 * b) % ALIGN_BLOCK for b in range(requests)], dtype=torch.int32)
+    result = {"accepted": accepted.tolist()}
     for name, planted in (("aligned", 0), ("aligned_planted", -1)):
         states, table = _aligned(x, window, dtype, accepted, computed, ALIGN_BLOCK, planted)
         want, crossed = _aligned_expected(x, blocks, window, dtype, accepted, computed, ALIGN_BLOCK, table)
         per_request = (states.float() - want.float()).abs()[1:].reshape(requests, COLUMNS, -1).amax(dim=(1, 2))
-        result |= {f"{name}_state_error": per_request.tolist(), "aligned_crossings": crossed}
-    if not with_conv:
-        return result
-    stored_next = _conv_step(next_x, conv.clone(), weight, slots, accepted, x["query_start"], window)
-
-    def next_window_error(recovered_conv: torch.Tensor) -> list[float]:
-        recovered = _conv_step(next_x, recovered_conv, weight, slots, ones, x["query_start"], window)
-        return (recovered.float() - stored_next.float()).abs().reshape(requests, -1).amax(dim=1).tolist()
-
-    return result | {"conv_error": next_window_error(conv_committed),
-                     "conv_scale": stored_next.float().abs().max().item(),
-                     "planted_conv_error": next_window_error(conv_off_by_one)}
+        result |= {f"{name}_state_error": per_request.tolist(), "aligned_crossings": crossed,
+                   "state_scale": want.float().abs()[1:].reshape(requests, COLUMNS, -1).amax(dim=(1, 2)).tolist()}
+    return result
 
 
 if __name__ == "__main__":
     requests, window, heads, dim = map(int, sys.argv[1:5])
-    print(json.dumps({str(dtype).removeprefix("torch."): compare(requests, window, heads, dim, dtype,
-                                                                 with_conv=dtype == torch.float32)
-                      for dtype in (torch.float32, torch.bfloat16)}))
+    cpu = torch.device("cpu")
+    results = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        results[str(dtype).removeprefix("torch.")] = {
+            "comparison": asdict(compare(cpu, heads, dim, window, LOWER_BOUND, dtype)),
+            **aligned(requests, window, heads, dim, dtype)}
+    # The commit's arithmetic does not depend on the state dtype; one planted run is enough (each costs a minute).
+    results["float32"]["planted"] = asdict(compare(cpu, heads, dim, window, LOWER_BOUND, torch.float32, short=1))
+    print(json.dumps(results))
