@@ -138,6 +138,10 @@ def _glm_scenarios(kind: str, extra: dict, pools: bool = False) -> list[Scenario
                  packed=True, speculator=d2),
         Scenario(f"glm5-{kind}-dflash2-fp8kv", _glm(kind), dflash2,
                  extra | {"enable_prefix_caching": False, "kv_cache_dtype": "fp8"}, packed=True, speculator=d2),
+        # The fork's RecoverSSM on GLM's KDA (docs/glm5.md): its start-up check on this GPU, then verify and commit
+        # under CUDA graphs, mixed batches and prefix caching's align mode; the tokens must be the target's own.
+        Scenario(f"glm5-{kind}-dflash2-replayssm", _glm(kind), dflash2,
+                 extra | {"enable_prefix_caching": True, "use_replayssm": True}, speculator=d2),
     ]
 
 
