@@ -1,6 +1,7 @@
-"""The seed-pair capacity benchmark's RecoverSSM projection (benchmarks/seed_pairs_kv) against vLLM's own plan:
-on Kimi-K3 + DSpark, which vLLM 0.34.0 lets take --use-replayssm, the projection must give the flag's plan; on
-GLM-5.3-Flash + DFlash2 it may only drop the KDA states kept per draft position."""
+"""The seed-pair capacity benchmark (benchmarks/seed_pairs_kv) with --use-replayssm: on Kimi-K3 + DSpark, which vLLM
+0.34.0 lets take the flag, the projection the benchmark uses for Qwen3-Next must give the flag's plan; on
+GLM-5.3-Flash + DFlash2, which takes it with the fork's RecoverSSM wiring, the flag drops exactly the KDA states kept
+per draft position, and the verify records it allocates come out of the KV budget."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import model_configs
 import sm90_stub
 
 GLM, KIMI = "GLM-5.3-Flash + DFlash2", "Kimi-K3 + DSpark"
-WANTED = (GLM, GLM + kv_pairs.PROJECTED, KIMI + " --use-replayssm", KIMI + kv_pairs.PROJECTED)
+GLM_REPLAY = GLM + kv_pairs.REPLAY
+WANTED = (GLM, GLM_REPLAY, KIMI + kv_pairs.REPLAY, KIMI + kv_pairs.PROJECTED)
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +43,21 @@ def test_projection_is_the_flags_own_plan_where_vllm_has_it(plans):
     assert all(g["speculative_blocks"] == 0 for g in groups)
 
 
-def test_projection_on_glm_drops_only_the_states_per_draft_position(plans):
-    """Same block bytes and KDA pages; each KDA group holds its 7 state blocks per draft position fewer."""
-    plain, projected = (plans[name]["requests"][0] for name in (GLM, GLM + kv_pairs.PROJECTED))
-    assert projected["block_bytes"] == plain["block_bytes"] and projected["num_blocks"] == plain["num_blocks"]
-    for before, after in zip(plain["groups"], projected["groups"]):
+def test_replayssm_on_glm_drops_only_the_states_per_draft_position(plans):
+    """At 8k: same block bytes and KDA pages; each KDA group holds its 7 state blocks per draft position fewer."""
+    plain, replay = (next(r for r in plans[name]["requests"] if r["length"] == 8192) for name in (GLM, GLM_REPLAY))
+    assert replay["block_bytes"] == plain["block_bytes"]
+    for before, after in zip(plain["groups"], replay["groups"]):
         assert after["used_bytes_per_block"] == before["used_bytes_per_block"], before["kind"]
         assert after["blocks"] == before["blocks"] - before["speculative_blocks"], before["kind"]
     assert {g["speculative_blocks"] for g in plain["groups"] if g["kind"] == "MambaSpec"} == {7}
-    assert projected["concurrency"] > plain["concurrency"]
+    assert replay["concurrency"] > 1.5 * plain["concurrency"]
+
+
+def test_glm_verify_records_are_what_each_kda_layer_allocates(plans):
+    """vllm serve's 1024 sequences x 34 KDA layers x 8 heads per rank x a window of 8 x (an fp32 correction of 128
+    and a bf16 key and gate of 256), as KDARecoverSSMRecords lays them out; none without the flag."""
+    assert plans[GLM]["verify_records"] == 0
+    result = plans[GLM_REPLAY]
+    assert result["max_num_seqs"] == 1024
+    assert result["verify_records"] == 1024 * 34 * 8 * 8 * (128 * 4 + 256 * 2)

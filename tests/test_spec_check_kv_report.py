@@ -40,17 +40,19 @@ def runs(tmp_path_factory):
     dflash2 = json.dumps({"method": "dflash", "model": str(draft), "num_speculative_tokens": 7})
     glm = [str(target), "--speculative-config", dflash2, "--tensor-parallel-size", "8", "--gpu", "h100",
            "--kv-cache-memory-bytes", str(bench["available_bytes"])]
+    qwen3_next = [str(CORPUS / "Qwen3-Coder-Next"), "--speculative-config", json.dumps(
+        {"method": "dflash", "model": str(CORPUS / "Qwen3-Coder-Next-DFlash"), "num_speculative_tokens": 15}),
+        "--tensor-parallel-size", "8", "--gpu", "h100", "--max-model-len", "8192"]
     nemotron = [str(NEMOTRON), "--speculative-config", NGRAM, "--max-model-len", "8192", "--gpu", "h100",
                 "--kv-cache-memory-bytes", str(8 << 30)]
     cases = {"glm": glm + ["--json"], "glm_8k": glm + ["--max-model-len", "8192"],
              "glm_target_8k": [str(target), "--tensor-parallel-size", "8", "--gpu", "h100", "--max-model-len", "8192",
                                "--kv-cache-memory-bytes", str(bench["available_bytes"])],
-             "glm_replayssm": glm + ["--use-replayssm"],
              "glm_8k_json": glm + ["--max-model-len", "8192", "--json"],
              "glm_8k_triton_prefill": glm + ["--max-model-len", "8192", "--kda-prefill-backend", "triton", "--json"],
-             "qwen3_next_dflash": [str(CORPUS / "Qwen3-Coder-Next"), "--speculative-config", json.dumps(
-                 {"method": "dflash", "model": str(CORPUS / "Qwen3-Coder-Next-DFlash"), "num_speculative_tokens": 15}),
-                 "--tensor-parallel-size", "8", "--gpu", "h100", "--max-model-len", "8192", "--json"],
+             "glm_8k_replayssm_json": glm + ["--max-model-len", "8192", "--use-replayssm", "--json"],
+             "qwen3_next_dflash": qwen3_next + ["--json"],
+             "qwen3_next_replayssm": qwen3_next + ["--use-replayssm"],
              "nemotron": nemotron + ["--json"],
              "nemotron_replayssm": nemotron + ["--use-replayssm", "--mamba-backend", "flashinfer", "--json"]}
     # spec-check as a user runs it, the KV pools at their default (off); the draft packing only where opted in.
@@ -107,7 +109,8 @@ def test_an_8k_glm_request_warns_of_the_draft_and_of_padding(runs):
     assert any("SlidingWindowSpec (draft)" in line for line in table)
     warned = _warnings(report)
     assert any("the draft costs" in line for line in warned) and any("is padding" in line for line in warned)
-    assert not any("--use-replayssm" in line for line in report.splitlines() if "fix:" in line)  # GLM has none
+    # With the fork GLM-5.3-Flash's KDA takes RecoverSSM: the draft warning's fix names the flag.
+    assert any("--use-replayssm" in line for line in report.splitlines() if "fix:" in line)
 
 
 def test_a_full_attention_draft_group_is_the_drafts(runs):
@@ -130,9 +133,26 @@ def test_without_prefix_caching_the_packed_draft_group_shows_its_block(runs):
 
 
 def test_replayssm_on_a_target_that_cannot_take_it_names_the_flag(runs):
-    report = runs[1]["glm_replayssm"]
-    assert "--use-replayssm is not supported for architecture 'Glm5NextForConditionalGeneration'" in report
+    """Qwen3-Next's Gated DeltaNet has neither ReplaySSM nor RecoverSSM for speculative decoding in 0.34.0."""
+    report = runs[1]["qwen3_next_replayssm"]
+    assert "--use-replayssm is not supported for architecture 'Qwen3NextForCausalLM'" in report
     assert report.rstrip().endswith("verdict: will fail")
+
+
+def test_glm_replayssm_line_is_what_the_flag_gives(runs):
+    """GLM-5.3-Flash + DFlash2 at 8k: the --use-replayssm line (RecoverSSM, Triton's Mamba backend) predicts the
+    concurrency vLLM plans with the flag, and names the verify records the flag allocates outside the KV cache; with
+    the flag no KDA group keeps a state per draft position."""
+    reports = runs[1]
+    line = next(c for c in json.loads(reports["glm_8k_json"])["checks"]
+                if c["check"] == KV_PLAN and c["status"] == "info" and c["data"])
+    assert line["data"]["flags"] == "--use-replayssm --mamba-backend triton"
+    assert "verify records hold" in line["reason"] and line["data"]["verify_records"] > 0
+    with_flag = _plan(reports["glm_8k_replayssm_json"])["data"]["requests"][0]
+    assert with_flag["concurrency"] == line["data"]["concurrency"]
+    assert all(g["speculative_blocks"] == 0 for g in with_flag["groups"])
+    without = _plan(reports["glm_8k_json"])["data"]["requests"][0]
+    assert with_flag["concurrency"] > 1.5 * without["concurrency"]
 
 
 def test_replayssm_line_is_what_the_flags_give(runs):

@@ -10,11 +10,14 @@ same stated KV budget per rank, so rows compare: concurrency scales with the bud
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -26,7 +29,7 @@ import model_configs  # noqa: E402
 import sm90_stub  # noqa: E402  (only its build helper runs here; vllm is never imported here)
 
 CORPUS = ROOT / "tests" / "corpus" / "configs"
-MIB = 1 << 20
+MIB, GIB = 1 << 20, 1 << 30
 # KV budget per rank: 0.9 of the GPU less a stated 40 GiB of weights per rank (GLM-5.3-Flash's FP8 checkpoint is
 # 38.3 GiB per rank of TP8, its DFlash2 draft 0.9 GiB); the same for every pair so that rows compare.
 WEIGHTS_PER_RANK_GIB = 40
@@ -34,22 +37,32 @@ MAX_MODEL_LEN = 131072  # every pair plans 128k requests, and reports 8k ones to
 
 
 PROJECTED = " (RecoverSSM projected)"
+REPLAY = " --use-replayssm"
+# RecoverSSM's verify records take max_num_seqs x (KDA layers per rank) x 64 KiB on GLM-5.3-Flash at TP8 outside the
+# KV cache: 2.1 GiB per rank at vllm serve's H100/H200 default of 1024 sequences, a quarter of it at 256, which is
+# still more than the 8k requests that fit.
+RECOMMENDED_SEQS = 256
+SEQS = f" --max-num-seqs {RECOMMENDED_SEQS}"
 
 
 def pairs(models: Path) -> dict[str, tuple[str, dict | None, dict]]:
     """name -> (target folder, speculative config or None, extra engine flags). A PROJECTED row plans as if vLLM let
-    the target take --use-replayssm; on Kimi-K3, which takes it, the projection must equal the real flag's row."""
+    the target take --use-replayssm (Qwen3-Next's GDN does not); on Kimi-K3, which takes it, the projection must equal
+    the real flag's row."""
     glm = str(models / model_configs.TARGET_DIR)
     dflash2 = {"method": "dflash", "model": str(models / model_configs.DRAFT_DIR), "num_speculative_tokens": 7}
     qwen = str(CORPUS / "Qwen3-Coder-Next")
     dflash = {"method": "dflash", "model": str(CORPUS / "Qwen3-Coder-Next-DFlash"), "num_speculative_tokens": 15}
     kimi = str(CORPUS / "Kimi-K3")
     dspark = {"method": "dspark", "model": str(CORPUS / "Kimi-K3-DSpark"), "num_speculative_tokens": 7}
+    replay, recommended = {"use_replayssm": True}, {"use_replayssm": True, "max_num_seqs": RECOMMENDED_SEQS}
     return {"GLM-5.3-Flash": (glm, None, {}), "GLM-5.3-Flash + DFlash2": (glm, dflash2, {}),
+            "GLM-5.3-Flash + DFlash2" + REPLAY: (glm, dflash2, replay),
+            "GLM-5.3-Flash + DFlash2" + REPLAY + SEQS: (glm, dflash2, recommended),
             "Qwen3-Coder-Next": (qwen, None, {}), "Qwen3-Coder-Next + DFlash": (qwen, dflash, {}),
             "Kimi-K3": (kimi, None, {}), "Kimi-K3 + DSpark": (kimi, dspark, {}),
-            "Kimi-K3 + DSpark --use-replayssm": (kimi, dspark, {"use_replayssm": True}),
-            "GLM-5.3-Flash + DFlash2" + PROJECTED: (glm, dflash2, {}),
+            "Kimi-K3 + DSpark" + REPLAY: (kimi, dspark, replay),
+            "Kimi-K3 + DSpark" + REPLAY + SEQS: (kimi, dspark, recommended),
             "Qwen3-Coder-Next + DFlash" + PROJECTED: (qwen, dflash, {}),
             "Kimi-K3 + DSpark" + PROJECTED: (kimi, dspark, {})}
 
@@ -73,6 +86,35 @@ def run_gpu(work: Path, gpu: str, kvs: list[str], planners: list[str]) -> dict[s
     return json.loads(out.read_text())
 
 
+def stock_verdict(work: Path, scenario: dict) -> str:
+    """Stock vLLM 0.34.0's own answer to one scenario's command line: the pinned wheel's Python files (from the
+    forktool download cache) first on the path."""
+    sys.path.insert(0, str(ROOT))
+    from forktool.fetch import fetch
+    from forktool.project import Project
+
+    pin = Project(ROOT).pin
+    wheel, _ = fetch(pin.name, pin.version, "wheel", pin.hashes)
+    stock = work / "stock-python"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(stock, [n for n in archive.namelist() if n.endswith(".py")])
+    # The compiled extensions (400 MB in the wheel) are linked from this interpreter's vllm, whose are upstream's own:
+    # the fork wheel carries them unchanged.
+    installed = Path(importlib.util.find_spec("vllm").submodule_search_locations[0])
+    for compiled in installed.rglob("*.so"):
+        link = stock / "vllm" / compiled.relative_to(installed)
+        if link.parent.is_dir() and not link.exists():
+            link.symlink_to(compiled)
+    (work / "stock.scenario.json").write_text(json.dumps(scenario))
+    done = subprocess.run([sys.executable, str(HERE / "stock_verdict.py"), str(work / "libcuda.so.1"), "H100",
+                           str(work / "stock.scenario.json")], capture_output=True, text=True, check=False,
+                          env=dict(os.environ, PYTHONPATH=str(stock)))
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise SystemExit(f"stock_verdict.py exited {done.returncode}: {done.stderr[-2000:]}")
+    return lines[-1]
+
+
 def _at(result: dict, length: int) -> dict:
     return next(r for r in result["requests"] if r["length"] == length)
 
@@ -80,7 +122,7 @@ def _at(result: dict, length: int) -> dict:
 def print_table(gpu: str, results: dict[str, dict]) -> None:
     print(f"\n{gpu}, TP8, KV budget {results and next(iter(results.values())).get('budget', '')}")
     head = (f"{'pair':<50}{'KV':<5}{'planner':<8}{'block':>6}{'groups':>7}{'MiB/req 8k':>11}{'conc 8k':>9}"
-            f"{'MiB/req 128k':>13}{'conc 128k':>10}{'draft':>7}{'states':>8}{'padding':>8}")
+            f"{'MiB/req 128k':>13}{'conc 128k':>10}{'draft':>7}{'states':>8}{'padding':>8}{'records':>9}")
     print(head)
     for name, result in results.items():
         pair, kv, planner = name.split("|")
@@ -91,7 +133,8 @@ def print_table(gpu: str, results: dict[str, dict]) -> None:
         print(f"{pair:<50}{kv:<5}{planner:<8}{result['block_size']:>6}{result['groups']:>7}"
               f"{short['bytes_per_request'] / MIB:>11.1f}{short['concurrency']:>9.1f}"
               f"{full['bytes_per_request'] / MIB:>13.1f}{full['concurrency']:>10.2f}"
-              f"{short['draft_share']:>7.0%}{short['speculative_state_share']:>8.0%}{short['padding_share']:>8.0%}")
+              f"{short['draft_share']:>7.0%}{short['speculative_state_share']:>8.0%}{short['padding_share']:>8.0%}"
+              f"{result['verify_records'] / GIB:>9.2f}")
 
 
 def _draft_mark(group: dict) -> str:
@@ -131,12 +174,15 @@ def main() -> None:
         sm90_stub.build_libcuda_stub(work)
         with ThreadPoolExecutor(max_workers=2) as pool:
             runs = dict(zip(args.gpu, pool.map(lambda gpu: run_gpu(work, gpu, args.kv, args.planner), args.gpu)))
+        glm_replay = scenarios(work / "models", "H100", ["auto"], ["fork"])[f"GLM-5.3-Flash + DFlash2{REPLAY}|auto|fork"]
+        verdict = stock_verdict(work, glm_replay)
     for gpu, results in runs.items():
         budget = 0.9 * sm90_stub.GPUS[gpu][1] / (1 << 30) - WEIGHTS_PER_RANK_GIB
         for result in results.values():
             result["budget"] = f"{budget:.1f} GiB per rank"
         print_table(gpu, results)
         print_groups(gpu, results)
+    print(f"\nStock vLLM 0.34.0 (the pinned wheel's own files) on GLM-5.3-Flash + DFlash2{REPLAY}: {verdict}")
     print(f"\n{time.perf_counter() - started:.0f} s")
     sys.exit(int(any(not r["ok"] for results in runs.values() for r in results.values())))
 

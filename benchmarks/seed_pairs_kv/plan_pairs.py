@@ -1,7 +1,8 @@
 """Plan the KV cache of each scenario of one GPU in this process: `plan_pairs.py LIBCUDA GPU SCENARIOS.json OUT.json`.
 
 Run by kv_pairs.py, one process per GPU (the stand-in SM90 platform of benchmarks/glm5_kv/sm90_stub.py never leaks
-between GPUs). Each scenario is built as `vllm serve` builds it (EngineArgs.create_engine_config) and planned by
+between GPUs). Each scenario is built as `vllm serve` builds it (EngineArgs.create_engine_config, the API server's
+defaults) and planned by
 spec-check's KV plan (vllm/_fork/spec_check/kv_plan.py): target and draft on the meta device, the platform's block
 size, then the engine's own EngineCore._initialize_kv_caches, at a stated KV budget per rank.
 """
@@ -58,16 +59,28 @@ def plan_one(scenario: dict) -> dict:
     """One scenario's plan: the totals and, per request length, the groups of spec-check's report."""
     from vllm._fork.spec_check.kv_plan import plan
     from vllm.engine.arg_utils import EngineArgs
+    from vllm.usage.usage_lib import UsageContext
 
     use_planner(scenario["planner"])
     engine_args = EngineArgs(model=scenario["model"], skip_tokenizer_init=True, load_format="dummy",
                              tensor_parallel_size=8, speculative_config=scenario["spec"],
                              kv_cache_dtype=scenario["kv"], **scenario["flags"])
-    config = engine_args.create_engine_config()
-    if scenario.get("project_recoverssm"):
-        project_recoverssm(config)
-    result = plan(config, int(scenario["budget_gib"] * GIB))
-    return {"ok": True, "block_size": result["block_size"], "groups": result["groups"],
+
+    def built():
+        # vllm serve's defaults (1024 sequences on H100/H200), which size RecoverSSM's verify records.
+        config = engine_args.create_engine_config(UsageContext.OPENAI_API_SERVER)
+        if scenario.get("project_recoverssm"):
+            project_recoverssm(config)
+        return config
+
+    budget = int(scenario["budget_gib"] * GIB)
+    config = built()
+    result = plan(config, budget)
+    if result["verify_records"]:  # RecoverSSM's records are allocated with the model, outside the KV cache
+        config = built()  # a config's layers are built once
+        result = plan(config, budget - result["verify_records"])
+    return {"ok": True, "verify_records": result["verify_records"],
+            "max_num_seqs": config.scheduler_config.max_num_seqs, "block_size": result["block_size"], "groups": result["groups"],
             "num_blocks": result["blocks"], "max_model_len": result["max_model_len"],
             "requests": [b.as_dict() for b in result["breakdowns"]]}
 

@@ -108,8 +108,8 @@ def _attention_layers(vllm_config) -> dict:
     return get_layers_from_vllm_config(vllm_config, AttentionLayerBase)
 
 
-def _build_on_meta(vllm_config) -> int:
-    """Target and draft on the meta device; returns their weight bytes on this rank."""
+def _build_on_meta(vllm_config) -> tuple[int, int]:
+    """Target and draft on the meta device; returns their weight bytes and their verify records' bytes on this rank."""
     from vllm._fork.spec_check.draft_build import layers_forgotten
 
     try:  # the layers built before a failure are forgotten, or the retry would register them twice
@@ -121,7 +121,17 @@ def _build_on_meta(vllm_config) -> int:
         return _build(vllm_config, data_on_cpu=True)
 
 
-def _build(vllm_config, data_on_cpu: bool) -> int:
+def verify_record_bytes(models) -> int:
+    """Bytes of the RecoverSSM verify records the models' KDA layers allocate when they are built: memory outside
+    the KV cache that a worker holds from model loading on, so it comes out of the KV budget."""
+    import torch
+
+    records = [getattr(module, "recoverssm_records", None) for model in models for module in model.modules()]
+    return sum(t.numel() * t.element_size() for r in records if r is not None for t in vars(r).values()
+               if isinstance(t, torch.Tensor))
+
+
+def _build(vllm_config, data_on_cpu: bool) -> tuple[int, int]:
     """The draft's attention layers are flagged `is_draft_layer`, as the speculator's load_model does, so their
     KV specs come out as the engine plans them (a packed draft group shows its own block size)."""
     import torch
@@ -146,7 +156,8 @@ def _build(vllm_config, data_on_cpu: bool) -> int:
             for name, layer in _attention_layers(vllm_config).items():
                 if name not in target_layers:
                     layer.is_draft_layer = True
-    return sum(p.numel() * p.element_size() for model in models for p in model.parameters())
+    return (sum(p.numel() * p.element_size() for model in models for p in model.parameters()),
+            verify_record_bytes(models))
 
 
 def plan_kv_caches(vllm_config, specs: dict, kv_memory: int):
@@ -174,14 +185,14 @@ def plan(vllm_config, kv_memory: int | None) -> dict:
 
     init_one_rank(vllm_config, vllm_config.parallel_config.tensor_parallel_size)
     try:
-        weights = _build_on_meta(vllm_config)
+        weights, records = _build_on_meta(vllm_config)
         # The executors set the block size from the built layers' backends (and align it with the Mamba page on a
         # hybrid target) after loading the model, before the runner collects the specs.
         current_platform.update_block_size_for_backend(vllm_config)
         specs = get_kv_cache_spec(vllm_config)  # the collection runner V2 makes of its layers
         if kv_memory is None:
             fraction = memory_utilization(vllm_config.cache_config)
-            kv_memory = int(fraction * current_platform.get_device_total_memory()) - weights
+            kv_memory = int(fraction * current_platform.get_device_total_memory()) - weights - records
         try:
             scheduler_config, worker_config = plan_kv_caches(vllm_config, specs, kv_memory)
         except ValueError as exc:  # check_enough_kv_cache_memory: one request at max_model_len does not fit
@@ -195,6 +206,7 @@ def plan(vllm_config, kv_memory: int | None) -> dict:
             "draft_block_sizes": sorted({row.block_size for row in planned[0].groups if row.draft}),
             "groups": len(scheduler_config.kv_cache_groups), "block_size": vllm_config.cache_config.block_size,
             "max_model_len": vllm_config.model_config.max_model_len, "available": kv_memory, "weights": weights,
+            "verify_records": records,
             "pools_pending": pending,
             "concurrency": get_max_concurrency_for_kv_cache_config(vllm_config, scheduler_config)}
 
@@ -212,11 +224,14 @@ def _replayssm_finding(vllm_config, args, rebuild, planned) -> Finding | None:
             config = rebuild({"use_replayssm": True, "mamba_backend": backend})
         except Refused:  # vLLM's validation: this backend cannot serve it
             continue
-        replanned = plan(config, args.kv_cache_memory_bytes)["breakdowns"][0]
+        result = plan(config, args.kv_cache_memory_bytes)
+        replanned, records = result["breakdowns"][0], result["verify_records"]
         flags = f"--use-replayssm --mamba-backend {backend}"
+        held = f"; its verify records hold {records / GIB:.2f} GiB per rank outside the KV cache" if records else ""
         return Finding(NAME, INFO, f"{flags} keeps no recurrent state per draft position: max concurrency "
                        f"{first.concurrency:.2f} -> {replanned.concurrency:.2f} at {first.length:,} tokens "
-                       "(vLLM's plan with those flags)", data={"flags": flags, "concurrency": replanned.concurrency})
+                       f"(vLLM's plan with those flags{held})",
+                       data={"flags": flags, "concurrency": replanned.concurrency, "verify_records": records})
     return None
 
 
