@@ -188,7 +188,9 @@ def test_a_test_only_base_builds_and_lists_what_it_lacks(tmp_path, cpu_fork_buil
         ("model.py", "capture-aux-hidden-states"),  # Flint: after 0.32.0
         ("kv_cache_planning.py", "plan-pool-groups"),
         ("config.py", "size-chunk-from-target-groups"),  # 0.32.0's offload connector: another anchor
-        ("arg_utils.py", "accept-dflash2-alias")}  # 0.32.0 has no DFlash2SpeculatorConfig to check
+        ("arg_utils.py", "accept-dflash2-alias"),  # 0.32.0 has no DFlash2SpeculatorConfig to check
+        # 0.32.0 has no RecoverSSM list of KDA architectures to join
+        ("vllm.py", "glm5next-text-is-kda"), ("vllm.py", "glm5next-multimodal-is-kda")}
     assert statuses[("glm4.py", "declare-supports-eagle3")] == "clean"
     assert statuses[("speculative.py", "refuse-before-validated")] == "clean"
     assert "broken" not in statuses.values()
