@@ -166,7 +166,11 @@ def _layer(glm_dir: str, use_replayssm: bool, state_dtype: str):
     return config, layer, builder, table.view(REQUESTS, width)
 
 
-def _batch(seq_lens: list[int], table: torch.Tensor) -> CommonAttentionMetadata:
+def _batch(
+    seq_lens: list[int], table: torch.Tensor, num_tokens: int
+) -> CommonAttentionMetadata:
+    """Every request verifies one window; `num_tokens` may pad the batch's
+    tokens past them, as a piecewise CUDA graph does."""
     query_start_cpu = torch.arange(0, REQUESTS * WINDOW + 1, WINDOW, dtype=torch.int32)
     seq_lens_cpu = torch.tensor(seq_lens, dtype=torch.int32)
     return CommonAttentionMetadata(
@@ -174,11 +178,11 @@ def _batch(seq_lens: list[int], table: torch.Tensor) -> CommonAttentionMetadata:
         query_start_loc_cpu=query_start_cpu,
         seq_lens=seq_lens_cpu.to(DEVICE),
         num_reqs=REQUESTS,
-        num_actual_tokens=REQUESTS * WINDOW,
+        num_actual_tokens=num_tokens,
         max_query_len=WINDOW,
         max_seq_len=max(seq_lens),
         block_table_tensor=table,
-        slot_mapping=torch.zeros(REQUESTS * WINDOW, dtype=torch.int64, device=DEVICE),
+        slot_mapping=torch.zeros(num_tokens, dtype=torch.int64, device=DEVICE),
         is_prefilling=torch.zeros(REQUESTS, dtype=torch.bool),
         seq_lens_cpu_upper_bound=seq_lens_cpu,
     )
@@ -186,8 +190,8 @@ def _batch(seq_lens: list[int], table: torch.Tensor) -> CommonAttentionMetadata:
 
 def _speculate(glm_dir: str, use_replayssm: bool, state_dtype: str, short: int = 0):
     """Two verify windows of every request: the outputs of each, and each
-    request's state after the second. `short`: the commit folds in that many
-    tokens fewer than were accepted."""
+    request's state after the second. The second batch's tokens are padded.
+    `short`: the commit folds in that many tokens fewer than were accepted."""
     config, layer, builder, table = _layer(glm_dir, use_replayssm, state_dtype)
     conv_state, state = layer.kv_cache
     generator = torch.Generator(device="cpu").manual_seed(1)
@@ -204,28 +208,28 @@ def _speculate(glm_dir: str, use_replayssm: bool, state_dtype: str, short: int =
     num_accepted = torch.ones(REQUESTS, dtype=torch.int32, device=DEVICE)
     seq_lens = [100] * REQUESTS
     outputs = []
-    for accepted in (
-        [b % WINDOW + 1 for b in range(REQUESTS)],
-        [3 * b % WINDOW + 1 for b in range(REQUESTS)],
+    for accepted, padded in (
+        ([b % WINDOW + 1 for b in range(REQUESTS)], tokens),
+        ([3 * b % WINDOW + 1 for b in range(REQUESTS)], tokens + 5),
     ):
-        qkv = randn(tokens, 3 * HEADS * HEAD_DIM).bfloat16()
-        gate = randn(1, tokens, HEADS, HEAD_DIM).bfloat16()
-        beta = randn(1, tokens, HEADS).bfloat16()
+        qkv = randn(padded, 3 * HEADS * HEAD_DIM).bfloat16()
+        gate = randn(1, padded, HEADS, HEAD_DIM).bfloat16()
+        beta = randn(1, padded, HEADS).bfloat16()
         seq_lens = [n + WINDOW for n in seq_lens]
         metadata = builder.build(
             0,
-            _batch(seq_lens, table),
+            _batch(seq_lens, table, padded),
             num_accepted_tokens=num_accepted,
             num_decode_draft_tokens_cpu=torch.full(
                 (REQUESTS,), NUM_SPEC, dtype=torch.int32
             ),
         )
         out = torch.zeros(
-            1, tokens, HEADS, HEAD_DIM, dtype=torch.bfloat16, device=DEVICE
+            1, padded, HEADS, HEAD_DIM, dtype=torch.bfloat16, device=DEVICE
         )
         with set_forward_context({PREFIX: metadata}, config):
             layer._forward(qkv_proj_states=qkv, g1=gate, beta=beta, core_attn_out=out)
-        outputs.append(out.float())
+        outputs.append(out[:, :tokens].float())
         num_accepted = torch.tensor(accepted, dtype=torch.int32, device=DEVICE)
         # What the runner's Mamba model state does after sampling.
         recoverssm = RecoverSSMState()
@@ -264,6 +268,16 @@ def _state_tolerance(dtype: str, scale: torch.Tensor) -> torch.Tensor:
     if dtype == "float32":
         return 1e-5 * scale.clamp(min=1.0)
     return scale * 2**-8
+
+
+@needs_kernels
+def test_recoverssm_keeps_one_state_slot_per_request(glm_dir, single_rank):
+    _, stock, stock_builder, _ = _layer(glm_dir, False, "float32")
+    _, layer, builder, _ = _layer(glm_dir, True, "float32")
+    assert stock_builder.kv_cache_spec.num_speculative_blocks == NUM_SPEC
+    assert builder.kv_cache_spec.num_speculative_blocks == 0
+    assert layer.get_attn_backend() is not stock.get_attn_backend()
+    assert builder.kv_cache_spec.shapes == stock_builder.kv_cache_spec.shapes
 
 
 @needs_kernels
