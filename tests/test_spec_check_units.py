@@ -188,7 +188,7 @@ def test_kv_plan_fails_only_when_the_planner_itself_refuses(monkeypatch):
         raise ValueError("To serve at least one request with max seq len (131072), 4.0 GiB KV cache is needed")
 
     for name, value in (("init_one_rank", lambda *a: None), ("release_one_rank", lambda: None),
-                        ("_build_on_meta", lambda config: 0), ("plan_kv_caches", refuse)):
+                        ("_build_on_meta", lambda config: (0, 0)), ("plan_kv_caches", refuse)):
         monkeypatch.setattr(kv_plan, name, value)
     monkeypatch.setattr("vllm.v1.worker.gpu.attn_utils.get_kv_cache_spec", lambda config: {})
     monkeypatch.setattr("vllm.platforms.current_platform.update_block_size_for_backend", lambda config: None)
