@@ -35,11 +35,11 @@ os.environ.setdefault("VLLM_FORK_KV_POOLS", "on")
 # longest files go first, so that no long file starts last and runs alone. The order is from CI's durations
 # (benchmarks/ci_time.md); files not named keep pytest's order after these.
 LONGEST_FIRST = ("test_cpu_e2e.py", "test_spec_check.py", "test_glm5_speculative.py", "test_gpu_constructed.py",
-                 "test_glm5_recoverssm_layer.py",
+                 "test_glm5_recoverssm_layer.py", "test_kda_recoverssm_glm.py",
                  "test_gpu_dry_run.py", "test_tree.py", "test_check.py", "test_spec_check_corpus.py", "test_export.py",
                  "test_build.py", "test_glm5_kv_plan.py", "test_eagle3_contract.py", "test_oracle_engines.py",
                  "test_installed.py", "test_audit_real.py", "test_spec_check_kv_report.py", "test_seed_pairs_kv.py",
-                 "test_spec_check_corpus_gpu_host.py", "test_kda_recoverssm_glm.py")
+                 "test_spec_check_corpus_gpu_host.py")
 
 
 def pytest_collection_modifyitems(items):

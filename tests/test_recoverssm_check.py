@@ -17,7 +17,8 @@ from vllm._fork.recoverssm_check import Comparison, RecoverSSMCheckFailed, check
 def _layer(device: str, use_recoverssm: bool = True, heads: int = 8) -> SimpleNamespace:
     return SimpleNamespace(conv1d=SimpleNamespace(weight=SimpleNamespace(device=torch.device(device))),
                            use_recoverssm=use_recoverssm, local_num_heads=heads, head_dim=128, num_spec=7,
-                           kda_lower_bound=-5.0, get_state_dtype=lambda: (torch.bfloat16, torch.float32))
+                           kda_lower_bound=-5.0, get_state_dtype=lambda: (torch.bfloat16, torch.float32),
+                           model_config=SimpleNamespace(dtype=torch.bfloat16))
 
 
 class _Calls(list):

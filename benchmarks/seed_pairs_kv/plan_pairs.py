@@ -65,22 +65,15 @@ def plan_one(scenario: dict) -> dict:
     engine_args = EngineArgs(model=scenario["model"], skip_tokenizer_init=True, load_format="dummy",
                              tensor_parallel_size=8, speculative_config=scenario["spec"],
                              kv_cache_dtype=scenario["kv"], **scenario["flags"])
-
-    def built():
-        # vllm serve's defaults (1024 sequences on H100/H200), which size RecoverSSM's verify records.
-        config = engine_args.create_engine_config(UsageContext.OPENAI_API_SERVER)
-        if scenario.get("project_recoverssm"):
-            project_recoverssm(config)
-        return config
-
-    budget = int(scenario["budget_gib"] * GIB)
-    config = built()
-    result = plan(config, budget)
-    if result["verify_records"]:  # RecoverSSM's records are allocated with the model, outside the KV cache
-        config = built()  # a config's layers are built once
-        result = plan(config, budget - result["verify_records"])
+    # vllm serve's defaults (1024 sequences on H100/H200), which size RecoverSSM's verify records.
+    config = engine_args.create_engine_config(UsageContext.OPENAI_API_SERVER)
+    if scenario.get("project_recoverssm"):
+        project_recoverssm(config)
+    # RecoverSSM's verify records are allocated with the model, outside the KV cache: they come out of the budget.
+    result = plan(config, int(scenario["budget_gib"] * GIB), records_from_budget=True)
     return {"ok": True, "verify_records": result["verify_records"],
-            "max_num_seqs": config.scheduler_config.max_num_seqs, "block_size": result["block_size"], "groups": result["groups"],
+            "max_num_seqs": config.scheduler_config.max_num_seqs, "block_size": result["block_size"],
+            "groups": result["groups"],
             "num_blocks": result["blocks"], "max_model_len": result["max_model_len"],
             "requests": [b.as_dict() for b in result["breakdowns"]]}
 

@@ -34,7 +34,8 @@ class RecoverSSMCheckFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class Comparison:
-    """Largest differences between the two paths, each over the largest magnitude it is measured against."""
+    """Largest differences between the two paths, each over the largest magnitude it is measured against (at
+    least 1)."""
 
     output: float
     state: float
@@ -149,15 +150,15 @@ def check_layer(layer: Any) -> None:
     device = layer.conv1d.weight.device
     if not layer.use_recoverssm or device.type != "cuda":
         return
-    state_dtype = layer.get_state_dtype()[1]
+    state_dtype, activations = layer.get_state_dtype()[1], layer.model_config.dtype
     shape = (str(device), layer.local_num_heads, layer.head_dim, layer.num_spec + 1, layer.kda_lower_bound,
-             state_dtype)
+             state_dtype, activations)
     if shape in _PASSED:
         return
     from vllm.logger import init_logger
 
     began = time.perf_counter()
-    found = compare(device, *shape[1:5], state_dtype).failure(state_dtype)
+    found = compare(device, *shape[1:5], state_dtype, activations).failure(state_dtype)
     if found:
         raise RecoverSSMCheckFailed(
             f"--use-replayssm: RecoverSSM on {device} disagrees with GLM-5.3-Flash's stored speculative states "

@@ -176,9 +176,10 @@ class PlannerRefused(Exception):
     """vLLM's KV planner refused the config (not enough KV memory for one request at max_model_len)."""
 
 
-def plan(vllm_config, kv_memory: int | None) -> dict:
+def plan(vllm_config, kv_memory: int | None, records_from_budget: bool = False) -> dict:
     """Meta-built layers of the engine config spec-check built once (configs.build), their specs, then
-    EngineCore's own planning steps."""
+    EngineCore's own planning steps. `records_from_budget`: `kv_memory` is what the weights leave (a benchmark's
+    stated budget), so RecoverSSM's verify records come out of it too, as they do of a computed budget."""
     from vllm.platforms import current_platform
     from vllm.v1.core.kv_cache_utils import get_max_concurrency_for_kv_cache_config
     from vllm.v1.worker.gpu.attn_utils import get_kv_cache_spec
@@ -193,6 +194,8 @@ def plan(vllm_config, kv_memory: int | None) -> dict:
         if kv_memory is None:
             fraction = memory_utilization(vllm_config.cache_config)
             kv_memory = int(fraction * current_platform.get_device_total_memory()) - weights - records
+        elif records_from_budget:
+            kv_memory -= records
         try:
             scheduler_config, worker_config = plan_kv_caches(vllm_config, specs, kv_memory)
         except ValueError as exc:  # check_enough_kv_cache_memory: one request at max_model_len does not fit
