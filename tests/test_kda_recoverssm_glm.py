@@ -41,7 +41,8 @@ def compared() -> dict:
 @pytest.mark.parametrize("dtype", sorted(STATE_TOLERANCE))
 def test_the_start_up_check_passes_on_correct_kernels(compared, dtype):
     """vllm._fork.recoverssm_check.compare, the comparison the fork runs on the user's GPU: verify outputs, committed
-    states and the next window's convolution within its own tolerances (relative to their largest magnitudes)."""
+    states and the next window's convolution within its own tolerances (relative to their largest magnitudes). It
+    runs under the defaults a model's construction sets (another default device, bf16), as it does in the engine."""
     result = compared[dtype]["comparison"]
     assert result["output"] <= 2 ** -7 and result["state"] <= STATE_TOLERANCE[dtype](1.0), result
     # Same values through the same convolution kernel: exactly equal.

@@ -14,6 +14,7 @@ state dtype.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import types
@@ -29,6 +30,7 @@ from vllm.models.kimi_k3.nvidia.ops.recoverssm import (
     kda_recoverssm_verify,
 )
 from vllm.triton_utils import tl
+from vllm.utils.torch_utils import set_default_torch_dtype
 
 from vllm._fork.recoverssm_check import CONV_WIDTH, compare
 
@@ -135,14 +137,24 @@ def aligned(requests: int, window: int, heads: int, dim: int, dtype: torch.dtype
     return result
 
 
+def _as_in_model_construction():
+    """The defaults a model's construction sets, where the start-up check runs: a device other than the tensors'
+    (the GPU there; meta here, so a tensor made without its device fails) and bf16 as the default dtype."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(torch.device("meta"))
+    stack.enter_context(set_default_torch_dtype(torch.bfloat16))
+    return stack
+
+
 if __name__ == "__main__":
     requests, window, heads, dim = map(int, sys.argv[1:5])
     cpu = torch.device("cpu")
     results = {}
     for dtype in (torch.float32, torch.bfloat16):
-        results[str(dtype).removeprefix("torch.")] = {
-            "comparison": asdict(compare(cpu, heads, dim, window, LOWER_BOUND, dtype)),
-            **aligned(requests, window, heads, dim, dtype)}
+        with _as_in_model_construction():
+            comparison = compare(cpu, heads, dim, window, LOWER_BOUND, dtype)
+        results[str(dtype).removeprefix("torch.")] = {"comparison": asdict(comparison),
+                                                      **aligned(requests, window, heads, dim, dtype)}
     # The commit's arithmetic does not depend on the state dtype; one planted run is enough (each costs a minute).
     results["float32"]["planted"] = asdict(compare(cpu, heads, dim, window, LOWER_BOUND, torch.float32, short=1))
     print(json.dumps(results))

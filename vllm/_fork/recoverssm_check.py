@@ -81,7 +81,9 @@ def compare(device: torch.device, heads: int, head_dim: int, window: int, lower_
     gen = torch.Generator(device="cpu").manual_seed(0)
 
     def rand(*shape: int, scale: float = 1.0, dtype: torch.dtype = activation_dtype) -> torch.Tensor:
-        return (torch.randn(shape, generator=gen) * scale).to(device=device, dtype=dtype)
+        # Drawn on the CPU in fp32 whatever default device and dtype the model's construction has set.
+        drawn = torch.randn(shape, generator=gen, device="cpu", dtype=torch.float32)
+        return (drawn * scale).to(device=device, dtype=dtype)
 
     q, k, v, gate = (rand(1, tokens, heads, head_dim) for _ in range(4))
     beta = rand(1, tokens, heads)
@@ -101,7 +103,7 @@ def compare(device: torch.device, heads: int, head_dim: int, window: int, lower_
                                         ssm_state_indices=stored_slots, num_accepted_tokens=ones, sigmoid_beta=True,
                                         a_log=a_log.view(1, 1, heads, 1), g_bias=dt_bias, compute_gate=True,
                                         lower_bound=lower_bound)
-    final = stored[stored_slots[torch.arange(requests), (accepted - 1).long()].long()]
+    final = stored[stored_slots[torch.arange(requests, device=device), (accepted - 1).long()].long()]
 
     # RecoverSSM: one slot per request, the verify, then the commit of the accepted tokens.
     slots = 1 + torch.arange(requests, dtype=torch.int32, device=device)
