@@ -34,11 +34,11 @@ def use_planner(which: str) -> None:
 
 
 def project_recoverssm(config) -> None:
-    """What --use-replayssm would plan on a target vLLM 0.34.0 refuses it for: the target said to take it and the
-    flag set after validation, so its recurrent layers' specs (MambaBase.get_kv_cache_spec) ask for no state block
-    per draft position. A wrapper that validates its text config again (GLM's) needs a backend vLLM's validator
-    accepts: triton where it gives RecoverSSM (Kimi's architectures), else FlashInfer's Mamba2 ReplaySSM. The
-    recurrent pages stay those planned without the flag (README.md)."""
+    """What --use-replayssm would plan on a target no RecoverSSM exists for (Qwen3-Next's GDN; Kimi-K3's row checks
+    the projection against the real flag): the target said to take it and the flag set after validation, so its
+    recurrent layers' specs (MambaBase.get_kv_cache_spec) ask for no state block per draft position. The validator
+    runs again with a backend it accepts: triton where it gives RecoverSSM (the KDA architectures), else FlashInfer's
+    Mamba2 ReplaySSM. The recurrent pages stay those planned without the flag (README.md)."""
     from vllm.config.mamba import MambaBackendEnum
     from vllm.config.model import ModelConfig
     from vllm.config.vllm import VllmConfig
